@@ -1,0 +1,72 @@
+# Workbench for the sk_msg ingress corking series. `make help` lists targets.
+# Everything builds under build/ (ignored by git); patches/ is the product.
+#
+# Variables: CONFIG=bench|debug, VARIANT=vanilla|patched,
+# LINUX_SRC=<tarball, tree or git checkout> for another base (make tree).
+
+CONFIG  ?= debug
+VARIANT ?= patched
+S := scripts
+
+.PHONY: help deps tree export kernel kernels selftests check check-vanilla \
+	compare check-all series-check bench clean
+
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
+
+## check          the test run: deps, debug kernel with the series, sockmap
+##                selftests in the VM with the splat scan; one summary line
+check: deps tree
+	$(S)/build-kernel.sh debug patched
+	$(S)/build-selftests.sh debug patched
+	$(S)/run-selftests.sh debug patched sockmap
+
+## compare        sockmap selftests on vanilla and patched (CONFIG=debug):
+##                the same tests must give the same results
+compare: deps tree
+	$(S)/compare-selftests.sh $(CONFIG)
+
+## check-all      the whole of test_progs on CONFIG/VARIANT
+check-all: deps tree
+	$(S)/build-kernel.sh $(CONFIG) $(VARIANT)
+	$(S)/build-selftests.sh $(CONFIG) $(VARIANT)
+	$(S)/run-selftests.sh $(CONFIG) $(VARIANT) all
+
+## series-check   checkpatch --strict, per-patch build, W=1/sparse, kernel-doc
+series-check: deps tree
+	$(S)/check-series.sh
+
+## bench          vanilla vs patched benchmark (not written yet: fails)
+bench:
+	@echo "make bench: the benchmark is not written yet (issue 4); no numbers to report" >&2
+	@exit 1
+
+## deps           install the Debian packages the workbench needs (root)
+deps:
+	$(S)/deps.sh
+
+## tree           build/linux: the base (LINUX_SRC, default the pinned 7.3.4
+##                tarball) with patches/ applied, unless already current
+tree:
+	$(S)/tree.sh ensure
+
+## export         write the series tree's commits back to patches/
+export:
+	$(S)/tree.sh export
+
+## kernel         build CONFIG/VARIANT (default debug/patched)
+kernel: tree
+	$(S)/build-kernel.sh $(CONFIG) $(VARIANT)
+
+## kernels        build all four kernels
+kernels: tree
+	for c in bench debug; do for v in vanilla patched; do \
+		$(S)/build-kernel.sh $$c $$v || exit 1; done; done
+
+## selftests      build the BPF selftests for CONFIG/VARIANT
+selftests: kernel
+	$(S)/build-selftests.sh $(CONFIG) $(VARIANT)
+
+## clean          remove build/ (the kernel trees and all outputs)
+clean:
+	rm -rf build

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Runs inside the guest: run-selftests.sh SELFTESTS_DIR RESULTS_DIR SUITE
+#   SUITE sockmap  test_sockmap and the sockmap tests of test_progs
+#         all      the whole of test_progs
+# Each program's output goes to RESULTS_DIR/<program>.log and to the console;
+# its exit status to RESULTS_DIR/<program>.status. The host summarises.
+set -u
+dir=$1 results=$2 suite=${3:-sockmap}
+cd "$dir" || exit 1
+
+# The sockmap tests of test_progs; SOCKMAP_TESTS overrides the list.
+: "${SOCKMAP_TESTS:=sockmap_basic,sockmap_redir,sockmap_listen,sockmap_ktls,sockmap_strp}"
+
+run() {
+	name=$1
+	shift
+	echo "=== $name: $*"
+	start=$(date +%s)
+	{ "$@"; echo $? >"$results/$name.status"; } 2>&1 | tee "$results/$name.log"
+	echo "=== $name: exit $(cat "$results/$name.status") after $(($(date +%s) - start))s"
+}
+
+case $suite in
+sockmap)
+	run test_sockmap ./test_sockmap
+	run test_progs ./test_progs -t "$SOCKMAP_TESTS"
+	;;
+all)
+	run test_progs ./test_progs
+	;;
+*)
+	echo "unknown suite $suite" >&2
+	exit 2
+	;;
+esac
+
+# The host judges the results from the logs; this script fails only if a
+# program could not be run at all.
+for f in "$results"/*.status; do
+	[ -s "$f" ] || exit 1
+done

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the BPF selftests we run from a tree: build-selftests.sh CONFIG VARIANT
+# Uses the tree's own tools/testing/selftests/bpf/Makefile with clang-22,
+# against the BTF of the kernel built for CONFIG/VARIANT. Output goes to
+# out-CONFIG/selftests in that tree; make keeps it incremental.
+. "$(dirname "$0")/lib.sh"
+
+config=${1:?config: bench or debug}
+variant=${2:?variant: vanilla or patched}
+tree=$(tree_for "$variant")
+kout=$(out_for "$variant" "$config")
+out=$kout/selftests
+[ -f "$kout/vmlinux" ] || die "no kernel at $kout: build it first"
+
+targets=(test_progs test_sockmap bench)
+export PATH=/usr/lib/llvm-22/bin:$PATH
+command -v clang >/dev/null || die "clang-22 is missing (make deps)"
+setup_ccache
+
+mkdir -p "$out"
+log "selftests $config/$variant: building ${targets[*]} in $out"
+start=$SECONDS
+# The kernel has no module support, so the test modules are skipped
+# (BPF_STRICT_BUILD=0); none of the sockmap tests uses them.
+if ! make -C "$tree/tools/testing/selftests/bpf" -j"$JOBS" \
+	OUTPUT="$out" VMLINUX_BTF="$kout/vmlinux" BPF_STRICT_BUILD=0 \
+	CC="ccache gcc" HOSTCC="ccache gcc" "${targets[@]/#/$out/}" >"$out/build.log" 2>&1; then
+	grep -E 'error|Error' "$out/build.log" | head -30 >&2
+	die "selftests build failed (log: $out/build.log)"
+fi
+log "selftests $config/$variant: done in $((SECONDS - start))s"

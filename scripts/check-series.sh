@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The checks netdev/bpf patchwork runs on a submission, on patches/:
+#   - checkpatch.pl --strict on every patch
+#   - every patch builds on its own (bench config, incremental, in turn)
+#   - no new warnings with W=1 or sparse (C=1) in the files a patch touches,
+#     compared with the same files on the base
+#   - scripts/kernel-doc -none on touched files is silent
+# It works in its own worktree (build/linux-bisect), leaving the others be.
+. "$(dirname "$0")/lib.sh"
+
+tree=$BUILD/linux-bisect
+out=$tree/out-bench
+setup_ccache
+[ -d "$SERIES_TREE/.git" ] || die "no series tree: run 'make tree'"
+fail=0
+
+log "checkpatch --strict"
+for p in "$TOP"/patches/0*.patch; do
+	case $p in *0000-cover-letter.patch) continue ;; esac
+	if ! "$SERIES_TREE/scripts/checkpatch.pl" --strict -q --no-signoff "$p" >/tmp/checkpatch.$$ 2>&1 && [ -s /tmp/checkpatch.$$ ]; then
+		echo "FAIL checkpatch: $(basename "$p")"
+		cat /tmp/checkpatch.$$
+		fail=1
+	else
+		echo "ok   checkpatch: $(basename "$p")"
+	fi
+done
+rm -f /tmp/checkpatch.$$
+
+if [ ! -d "$tree" ]; then
+	git -C "$SERIES_TREE" worktree add -q --detach "$tree" base
+fi
+
+# Objects of the .c files the whole series touches, built with W=1 and
+# sparse; prints the warnings with line numbers stripped, so that a
+# warning that only moved does not count as new.
+touched=$(git -C "$SERIES_TREE" diff --name-only base series -- '*.c' | grep -v '^tools/' || true)
+objs=$(for f in $touched; do echo "${f%.c}.o"; done)
+warnings() {
+	local o
+	for o in $objs; do
+		rm -f "$out/$o"
+		[ -f "$tree/${o%.o}.c" ] || continue
+		kmake "$tree" "$out" -s W=1 C=1 CHECK=sparse "$o" 2>&1 | grep -E 'warning|error' || true
+	done | sed -E 's/:[0-9]+:[0-9]+:/:/; s/:[0-9]+:/:/' | sort -u
+}
+
+git -C "$tree" checkout -q --detach base
+kernel_configure "$tree" "$out" bench
+log "base: building, and W=1/sparse warnings of the touched files"
+kmake "$tree" "$out" -s bzImage >"$out/build.log" 2>&1 || die "the base does not build (log: $out/build.log)"
+warnings >"$out/warnings.base"
+
+for c in $(git -C "$SERIES_TREE" rev-list --reverse base..series); do
+	subject=$(git -C "$SERIES_TREE" log -1 --format=%s "$c")
+	git -C "$tree" checkout -q --detach "$c"
+	log "building: $subject"
+	if ! kmake "$tree" "$out" -s bzImage >"$out/build.log" 2>&1; then
+		echo "FAIL build: $subject"
+		tail -20 "$out/build.log"
+		fail=1
+		continue
+	fi
+	grep -E 'warning:' "$out/build.log" && { echo "FAIL build warnings: $subject"; fail=1; }
+	warnings >"$out/warnings.new"
+	if new=$(comm -13 "$out/warnings.base" "$out/warnings.new") && [ -n "$new" ]; then
+		echo "FAIL new W=1/sparse warnings: $subject"
+		echo "$new"
+		fail=1
+	else
+		echo "ok   builds, no new W=1/sparse warnings: $subject"
+	fi
+	files=$(git -C "$SERIES_TREE" diff-tree --no-commit-id --name-only -r "$c" -- '*.c' '*.h' | grep -v '^tools/' || true)
+	if [ -n "$files" ]; then
+		kdoc=$(cd "$tree" && scripts/kernel-doc -none $files 2>&1 || true)
+		if [ -n "$kdoc" ]; then
+			echo "FAIL kernel-doc: $subject"
+			echo "$kdoc"
+			fail=1
+		fi
+	fi
+done
+[ "$fail" -eq 0 ] || die "series checks failed"
+log "series checks passed"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what the workbench needs from Debian's packages (run as root).
+. "$(dirname "$0")/lib.sh"
+
+pkgs=(
+	# kernel build
+	build-essential flex bison bc libelf-dev libssl-dev dwarves ccache cpio kmod python3 git
+	# checks on the series
+	sparse
+	# BPF selftests
+	clang-22 llvm-22 lld-22 rsync openssl libcap-dev libzstd-dev zlib1g-dev pkg-config
+	# guest
+	qemu-system-x86 busybox-static iproute2
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	log "deps: all installed"
+	exit 0
+fi
+[ "$(id -u)" -eq 0 ] || die "need root to install: ${missing[*]}"
+log "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+log "deps: done"

@@ -1,0 +1,74 @@
+# Common settings for the workbench scripts; sourced, not run.
+# shellcheck shell=bash
+set -euo pipefail
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-$TOP/build}
+SERIES_TREE=$BUILD/linux            # base + patches/, the tree developers edit
+VANILLA_TREE=$BUILD/linux-vanilla   # git worktree of the base commit
+BASE_TARBALL=$TOP/../shared/base/linux-source-7.3.tar.xz
+BASE_SUMS=$TOP/../shared/base/SHA256SUMS
+JOBS=${JOBS:-$(($(nproc) + 1))}
+
+# Fixed identity and dates for the synthetic base commit, so that the same
+# base tree always gets the same commit id (it is recorded as base-commit).
+export GIT_BASE_ENV="GIT_AUTHOR_NAME=base GIT_AUTHOR_EMAIL=base@localhost
+GIT_COMMITTER_NAME=base GIT_COMMITTER_EMAIL=base@localhost
+GIT_AUTHOR_DATE=2000-01-01T00:00:00Z GIT_COMMITTER_DATE=2000-01-01T00:00:00Z"
+
+SECONDS=0
+log() { printf '[%4dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# tree_for VARIANT -> source tree path
+tree_for() {
+	case $1 in
+	vanilla) echo "$VANILLA_TREE" ;;
+	patched) echo "$SERIES_TREE" ;;
+	*) die "unknown variant '$1' (vanilla or patched)" ;;
+	esac
+}
+
+# Build outputs live in an immediate subdirectory of the source tree: the
+# kernel then refers to its sources as "..", so the compiler command lines
+# of both trees are identical and ccache shares objects between them.
+out_for() { echo "$(tree_for "$1")/out-$2"; }
+
+setup_ccache() {
+	export CCACHE_BASEDIR=$BUILD CCACHE_NOHASHDIR=1
+	export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+	ccache --max-size=20G >/dev/null
+}
+
+# kmake TREE OUT ARGS...: make in TREE with objects in OUT, through ccache.
+kmake() {
+	local tree=$1 out=$2
+	shift 2
+	make -C "$tree" O="$out" CC="ccache gcc" HOSTCC="ccache gcc" -j"$JOBS" "$@"
+}
+
+# kernel_configure TREE OUT CONFIG: OUT/.config from tinyconfig and the
+# fragments for CONFIG (bench.config, plus CONFIG.config for debug). It is
+# regenerated only when the fragments change, so builds stay incremental.
+# Fails if an option asked for did not make it into the result.
+kernel_configure() {
+	local tree=$1 out=$2 config=$3 missing
+	local fragments=("$TOP/config/bench.config")
+	[ -f "$TOP/config/$config.config" ] || die "no config/$config.config"
+	[ "$config" = bench ] || fragments+=("$TOP/config/$config.config")
+	mkdir -p "$out"
+	cat "${fragments[@]}" >"$out/fragments.config"
+	cmp -s "$out/fragments.config" "$out/.fragments-used" 2>/dev/null && return 0
+	log "configuring $out ($config)"
+	kmake "$tree" "$out" -s tinyconfig >/dev/null
+	"$tree/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${fragments[@]}" >"$out/merge.log"
+	kmake "$tree" "$out" -s olddefconfig >/dev/null
+	missing=$(grep -h '^CONFIG_' "${fragments[@]}" | while IFS= read -r line; do
+		case $line in
+		*=n) grep -q "^${line%%=*}=" "$out/.config" && echo "$line" ;;
+		*) grep -qx "$line" "$out/.config" || echo "$line" ;;
+		esac
+	done || true)
+	[ -z "$missing" ] || die "options that did not stick (missing dependency?):"$'\n'"$missing"
+	cp "$out/fragments.config" "$out/.fragments-used"
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Boot CONFIG/VARIANT and run a selftest suite in it:
+#   run-selftests.sh CONFIG VARIANT [sockmap|all]
+# Results (logs, console, dmesg) go to build/results/selftests-CONFIG-VARIANT-SUITE.
+# Prints one line per test that did not pass and an 'N passed, N failed,
+# N skipped' summary; the guest kernel log counts as one more test, which
+# fails on any splat. Exits non-zero if anything failed.
+. "$(dirname "$0")/lib.sh"
+
+config=${1:?config}
+variant=${2:?variant}
+suite=${3:-sockmap}
+kout=$(out_for "$variant" "$config")
+results=$BUILD/results/selftests-$config-$variant-$suite
+timeout=${TIMEOUT:-2400}
+[ "$suite" = sockmap ] || timeout=${TIMEOUT:-7200}
+
+rm -rf "$results"
+mkdir -p "$results"
+log "selftests $suite on $config/$variant: booting (log: $results/console.log)"
+vm_rc=0
+"$TOP/scripts/vm-run.sh" --kernel "$kout/arch/x86/boot/bzImage" --results "$results" \
+	--timeout "$timeout" -- "$TOP/guest/run-selftests.sh" "$kout/selftests" "$results" "$suite" ||
+	vm_rc=$?
+log "selftests $suite on $config/$variant: VM exited with $vm_rc"
+echo
+"$TOP/scripts/selftests-summary.py" "$results" || exit 1
+[ "$vm_rc" -eq 0 ] || exit 1

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Summarise selftest logs from a VM run: selftests-summary.py RESULTS_DIR
+
+Reads test_sockmap.log and test_progs.log (whichever exist), prints one line
+per test unit that did not pass, a table of counts per program, and a final
+'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
+program exited non-zero, or if a log is missing or holds no result.
+With --list it prints every unit and its result, for comparing runs.
+"""
+import pathlib
+import re
+import sys
+
+# test_progs: "#12/3    sockmap_basic/sockmap create_update_free:OK"
+# or, for a test without subtests, "#12      sockmap_ktls:OK".
+PROGS_SUB = re.compile(r"^#\s*\d+/\d+\s+(\S.*?):(OK|SKIP|FAIL)\s*$")
+PROGS_TEST = re.compile(r"^#\s*\d+\s+(\S+):(OK|SKIP|FAIL)")
+# test_sockmap: "#12/ 3  sockmap:txmsg test ingress redir:OK"
+SOCKMAP = re.compile(r"^#\s*\d+/\s*\d+\s+(\S.*):(OK|FAIL)\s*$")
+
+
+def parse_test_progs(text):
+    units, tests, with_subtests = {}, {}, set()
+    for line in text.splitlines():
+        m = PROGS_SUB.match(line)
+        if m:
+            units[m.group(1)] = m.group(2)
+            with_subtests.add(m.group(1).split("/")[0])
+            continue
+        m = PROGS_TEST.match(line)
+        if m:
+            tests[m.group(1)] = m.group(2)
+    for name, result in tests.items():
+        if name not in with_subtests:
+            units[name] = result
+        elif result == "FAIL":  # a failure outside any subtest
+            units[name + " (outside subtests)"] = result
+    return units
+
+
+def parse_test_sockmap(text):
+    return {m.group(1): m.group(2) for m in map(SOCKMAP.match, text.splitlines()) if m}
+
+
+PARSERS = {"test_sockmap": parse_test_sockmap, "test_progs": parse_test_progs}
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    listing = "--list" in sys.argv
+    results = pathlib.Path(args[0])
+    totals = {"OK": 0, "FAIL": 0, "SKIP": 0}
+    bad = False
+    seen = 0
+    for prog, parse in PARSERS.items():
+        log = results / f"{prog}.log"
+        if not log.exists():
+            continue
+        seen += 1
+        units = parse(log.read_text(errors="replace"))
+        status = (results / f"{prog}.status").read_text().strip() if (results / f"{prog}.status").exists() else "missing"
+        counts = {k: sum(1 for v in units.values() if v == k) for k in totals}
+        for k in totals:
+            totals[k] += counts[k]
+        for name, result in sorted(units.items()):
+            if listing:
+                print(f"{prog}: {name}: {result}")
+            elif result != "OK":
+                print(f"  {result:4} {prog}: {name}")
+        if not listing:
+            print(f"{prog}: {counts['OK']} passed, {counts['FAIL']} failed, "
+                  f"{counts['SKIP']} skipped, exit status {status}")
+        if not units or status != "0":
+            bad = True
+    if not seen:
+        print("no test logs found in", results)
+        bad = True
+    if not listing:
+        print(f"{totals['OK']} passed, {totals['FAIL']} failed, {totals['SKIP']} skipped")
+    return 1 if bad or totals["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Manage the series tree: build/linux is a git repository whose first commit
+# ("base") is the base kernel and whose branch "series" is base + patches/.
+#
+#   tree.sh create   recreate build/linux from the base and patches/
+#   tree.sh ensure   create it unless it is already current
+#   tree.sh export   write the commits base..series back to patches/
+#
+# LINUX_SRC selects the base: unset for the pinned Linux 7.3.4 tarball, or a
+# tarball, a plain kernel tree, or a git checkout (its HEAD is the base).
+. "$(dirname "$0")/lib.sh"
+
+STAMP=$BUILD/.series-stamp
+
+# What the series tree is made from: the base and the patch files.
+want_stamp() {
+	{
+		echo "base=${LINUX_SRC:-$BASE_TARBALL}"
+		for f in "$TOP"/patches/*.patch; do [ ! -e "$f" ] || cat "$f"; done
+	} | sha256sum | cut -d' ' -f1
+}
+
+import_base() {
+	local src=${LINUX_SRC:-$BASE_TARBALL}
+	rm -rf "$SERIES_TREE" "$VANILLA_TREE"
+	mkdir -p "$BUILD"
+	if [ -d "$src/.git" ] || git -C "$src" rev-parse --git-dir >/dev/null 2>&1 && [ -d "$src" ]; then
+		log "base: git checkout $src ($(git -C "$src" rev-parse --short HEAD))"
+		git clone -q --no-checkout "$src" "$SERIES_TREE"
+		git -C "$SERIES_TREE" checkout -q -B series "$(git -C "$src" rev-parse HEAD)"
+	else
+		mkdir -p "$SERIES_TREE"
+		if [ -d "$src" ]; then
+			log "base: plain tree $src"
+			cp -a "$src"/. "$SERIES_TREE"/
+		else
+			[ -f "$src" ] || die "no base at $src"
+			if [ "$src" = "$BASE_TARBALL" ]; then
+				(cd "$(dirname "$BASE_SUMS")" && sha256sum --quiet -c "$BASE_SUMS") ||
+					die "pinned base tarball fails its sha256 check"
+			fi
+			log "base: tarball $src"
+			tar -xf "$src" -C "$SERIES_TREE" --strip-components=1
+		fi
+		log "base: committing the tree"
+		git -C "$SERIES_TREE" init -q -b series
+		git -C "$SERIES_TREE" add -A -f .
+		(
+			while read -r kv; do export "${kv?}"; done <<<"$GIT_BASE_ENV"
+			git -C "$SERIES_TREE" commit -q -m "base: $(basename "$src")"
+		)
+	fi
+	git -C "$SERIES_TREE" tag -f base >/dev/null
+	# Build outputs sit inside the trees (see lib.sh); keep git blind to them.
+	echo "/out-*/" >>"$(git -C "$SERIES_TREE" rev-parse --git-common-dir)/info/exclude"
+	git -C "$SERIES_TREE" worktree add -q --detach "$VANILLA_TREE" base
+}
+
+apply_series() {
+	local p=("$TOP"/patches/0*.patch)
+	local series=()
+	for f in "${p[@]}"; do
+		[ -e "$f" ] || continue
+		case $f in *0000-cover-letter.patch) continue ;; esac
+		series+=("$f")
+	done
+	log "applying ${#series[@]} patches"
+	[ ${#series[@]} -eq 0 ] || git -C "$SERIES_TREE" am -q "${series[@]}"
+	git -C "$SERIES_TREE" log --oneline base..series >&2
+}
+
+create() {
+	import_base
+	apply_series
+	{ want_stamp; git -C "$SERIES_TREE" rev-parse HEAD; } >"$STAMP"
+	log "series tree ready: $SERIES_TREE"
+}
+
+ensure() {
+	if [ -f "$STAMP" ] && [ -d "$SERIES_TREE/.git" ]; then
+		local stamp head
+		{ read -r stamp; read -r head; } <"$STAMP"
+		[ "$stamp" = "$(want_stamp)" ] && { log "series tree is current"; return; }
+		# patches/ changed. Recreating is safe only if nobody worked in the tree.
+		if [ "$(git -C "$SERIES_TREE" rev-parse HEAD)" != "$head" ] ||
+			[ -n "$(git -C "$SERIES_TREE" status --porcelain)" ]; then
+			die "patches/ changed and $SERIES_TREE has work of its own: export it or remove the tree"
+		fi
+	fi
+	create
+}
+
+export_series() {
+	local tmp cover=$TOP/patches/0000-cover-letter.patch
+	[ -z "$(git -C "$SERIES_TREE" status --porcelain)" ] || die "uncommitted changes in $SERIES_TREE"
+	tmp=$(mktemp -d)
+	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base -o "$tmp" base..series
+	# Keep the cover letter's subject and text; refresh the rest (shortlog, diffstat).
+	if [ -f "$cover" ]; then
+		python3 "$TOP/scripts/cover-merge.py" "$cover" "$tmp/0000-cover-letter.patch"
+	fi
+	rm -f "$TOP"/patches/*.patch
+	mv "$tmp"/*.patch "$TOP/patches/"
+	rmdir "$tmp"
+	{ want_stamp; git -C "$SERIES_TREE" rev-parse HEAD; } >"$STAMP"
+	log "exported $(ls "$TOP"/patches/*.patch | wc -l) files to patches/"
+}
+
+case ${1:-} in
+create) create ;;
+ensure) ensure ;;
+export) export_series ;;
+*) die "usage: $0 create|ensure|export" ;;
+esac
