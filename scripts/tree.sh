@@ -94,7 +94,8 @@ export_series() {
 	local tmp cover=$TOP/patches/0000-cover-letter.patch
 	[ -z "$(git -C "$SERIES_TREE" status --porcelain)" ] || die "uncommitted changes in $SERIES_TREE"
 	tmp=$(mktemp -d)
-	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base -o "$tmp" base..series
+	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base \
+		--subject-prefix="PATCH bpf-next" -o "$tmp" base..series
 	# Keep the cover letter's subject and text; refresh the rest (shortlog, diffstat).
 	if [ -f "$cover" ]; then
 		python3 "$TOP/scripts/cover-merge.py" "$cover" "$tmp/0000-cover-letter.patch"
