@@ -11,7 +11,7 @@ HOME=/tmp
 export PATH HOME RESULTS
 umask 022
 
-say() { echo "vm-init: $*"; }
+say() { read -r t _ </proc/uptime; echo "vm-init [$t]: $*"; }
 # mount that only warns: most of these are optional for most commands.
 try_mount() { mount "$@" || say "warning: 'mount $*' failed"; }
 
@@ -21,6 +21,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 # The kernel opened the console on the host's /dev/console over 9p: use ours.
 exec </dev/console >/dev/console 2>&1
+say "started"
 
 mkdir -p /dev/shm /dev/pts
 try_mount -t tmpfs -o mode=1777 tmpfs /dev/shm
@@ -33,6 +34,9 @@ try_mount -t bpf bpf /sys/fs/bpf
 try_mount -t debugfs debugfs /sys/kernel/debug
 [ -d /sys/kernel/tracing ] && try_mount -t tracefs tracefs /sys/kernel/tracing
 
+say "$(nproc) CPUs online;" \
+	"clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+
 power_off() {
 	sync
 	# No CONFIG_MAGIC_SYSRQ: use the reboot syscall. qemu runs with
@@ -44,7 +48,9 @@ power_off() {
 }
 
 # The results share goes over the read-only view of the same path, so that
-# paths are the same inside and outside.
+# paths are the same inside and outside (a path under one of the tmpfs
+# above, e.g. /tmp/x, gets its mount point made there).
+[ -z "${RESULTS:-}" ] || [ -d "$RESULTS" ] || mkdir -p "$RESULTS"
 if [ -z "${RESULTS:-}" ] ||
 	! mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 results "$RESULTS"; then
 	say "error: cannot mount the results share on '${RESULTS:-}'"
@@ -58,9 +64,6 @@ ulimit -l unlimited 2>/dev/null
 # shellcheck disable=SC3045
 ulimit -n 65536 2>/dev/null
 
-read -r up _ </proc/uptime
-say "up after ${up}s; $(nproc) CPUs online;" \
-	"clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 say "running $(tail -n 1 "$RESULTS/cmd")"
 
 # The command runs in its own sh; cmd does the cd, the exports and the exec.
@@ -77,6 +80,7 @@ if [ -e "$leak" ]; then
 	sleep 6
 	echo scan >"$leak" && sleep 2 && echo scan >"$leak" &&
 		tee -a "$RESULTS/kmemleak.txt" <"$leak"
+	say "kmemleak: done"
 fi
 
 dmesg >"$RESULTS/dmesg.txt"

@@ -17,7 +17,8 @@ fail=0
 log "checkpatch --strict"
 for p in "$TOP"/patches/0*.patch; do
 	case $p in *0000-cover-letter.patch) continue ;; esac
-	if ! "$SERIES_TREE/scripts/checkpatch.pl" --strict -q --no-signoff "$p" >/tmp/checkpatch.$$ 2>&1 && [ -s /tmp/checkpatch.$$ ]; then
+	# checkpatch must run from the top of a kernel tree to read patches right.
+	if ! (cd "$SERIES_TREE" && scripts/checkpatch.pl --strict -q "$p") >/tmp/checkpatch.$$ 2>&1; then
 		echo "FAIL checkpatch: $(basename "$p")"
 		cat /tmp/checkpatch.$$
 		fail=1

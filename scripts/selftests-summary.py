@@ -5,11 +5,16 @@ Reads test_sockmap.log and test_progs.log (whichever exist), prints one line
 per test unit that did not pass, a table of counts per program, and a final
 'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
 program exited non-zero, or if a log is missing or holds no result.
+The guest kernel log is one more unit: it fails on any splat (see
+splat-scan.sh) or if the guest did not save it.
 With --list it prints every unit and its result, for comparing runs.
 """
 import pathlib
 import re
+import subprocess
 import sys
+
+SPLAT_SCAN = pathlib.Path(__file__).with_name("splat-scan.sh")
 
 # test_progs: "#12/3    sockmap_basic/sockmap create_update_free:OK"
 # or, for a test without subtests, "#12      sockmap_ktls:OK".
@@ -72,6 +77,17 @@ def main():
                   f"{counts['SKIP']} skipped, exit status {status}")
         if not units or status != "0":
             bad = True
+    # The kernel log: clean, and saved (a guest that died saves none).
+    r = results
+    clean = (r / "dmesg.txt").exists() and all(
+        subprocess.run([str(SPLAT_SCAN), *args], stdout=subprocess.DEVNULL).returncode == 0
+        for args in ([str(r / "dmesg.txt"), str(r / "kmemleak.txt")], ["-k", str(r / "console.log")]))
+    result = "OK" if clean else "FAIL"
+    totals[result] += 1
+    if listing:
+        print(f"kernel: log without splats: {result}")
+    elif not clean:
+        print("  FAIL kernel: log has splats or was not saved (see dmesg.txt, console.log)")
     if not seen:
         print("no test logs found in", results)
         bad = True
