@@ -11,7 +11,7 @@ HOME=/tmp
 export PATH HOME RESULTS
 umask 022
 
-say() { read -r t _ </proc/uptime; echo "vm-init [$t]: $*"; }
+say() { read -r t _ </proc/uptime; printf "vm-init [%s]: %s\n" "$t" "$*"; }
 # mount that only warns: most of these are optional for most commands.
 try_mount() { mount "$@" || say "warning: 'mount $*' failed"; }
 
