@@ -24,7 +24,7 @@ start=$SECONDS
 # (BPF_STRICT_BUILD=0); none of the sockmap tests uses them.
 if ! make -C "$tree/tools/testing/selftests/bpf" -j"$JOBS" \
 	OUTPUT="$out" VMLINUX_BTF="$kout/vmlinux" BPF_STRICT_BUILD=0 \
-	CC="ccache gcc" HOSTCC="ccache gcc" "${targets[@]/#/$out/}" >"$out/build.log" 2>&1; then
+	CC="ccache gcc" HOSTCC="ccache gcc" CLANG="ccache clang" "${targets[@]/#/$out/}" >"$out/build.log" 2>&1; then
 	grep -E 'error|Error' "$out/build.log" | head -30 >&2
 	die "selftests build failed (log: $out/build.log)"
 fi
