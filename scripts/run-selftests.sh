@@ -12,7 +12,7 @@ variant=${2:?variant}
 suite=${3:-sockmap}
 kout=$(out_for "$variant" "$config")
 results=$BUILD/results/selftests-$config-$variant-$suite
-timeout=${TIMEOUT:-2400}
+timeout=${TIMEOUT:-3600}
 [ "$suite" = sockmap ] || timeout=${TIMEOUT:-7200}
 
 rm -rf "$results"
