@@ -16,6 +16,10 @@ targets=(test_progs test_sockmap bench)
 export PATH=/usr/lib/llvm-22/bin:$PATH
 command -v clang >/dev/null || die "clang-22 is missing (make deps)"
 setup_ccache
+# Not here: with a base dir ccache writes relative paths into the .d files,
+# which the selftests' sub-makes then resolve from another directory, and
+# incremental builds fail with "No rule to make target".
+unset CCACHE_BASEDIR
 
 mkdir -p "$out"
 log "selftests $config/$variant: building ${targets[*]} in $out"
