@@ -12,9 +12,13 @@ JOBS=${JOBS:-$(($(nproc) + 1))}
 
 # Fixed identity and dates for the synthetic base commit, so that the same
 # base tree always gets the same commit id (it is recorded as base-commit).
-export GIT_BASE_ENV="GIT_AUTHOR_NAME=base GIT_AUTHOR_EMAIL=base@localhost
-GIT_COMMITTER_NAME=base GIT_COMMITTER_EMAIL=base@localhost
-GIT_AUTHOR_DATE=2000-01-01T00:00:00Z GIT_COMMITTER_DATE=2000-01-01T00:00:00Z"
+# One assignment a line.
+export GIT_BASE_ENV="GIT_AUTHOR_NAME=base
+GIT_AUTHOR_EMAIL=base@localhost
+GIT_COMMITTER_NAME=base
+GIT_COMMITTER_EMAIL=base@localhost
+GIT_AUTHOR_DATE=2000-01-01T00:00:00Z
+GIT_COMMITTER_DATE=2000-01-01T00:00:00Z"
 
 SECONDS=0
 log() { printf '[%4dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }

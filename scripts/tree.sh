@@ -12,11 +12,15 @@
 
 STAMP=$BUILD/.series-stamp
 
-# What the series tree is made from: the base and the patch files.
+# What the series tree is made from: the base and the patches (not the
+# cover letter, whose text changes nothing in the tree).
 want_stamp() {
 	{
 		echo "base=${LINUX_SRC:-$BASE_TARBALL}"
-		for f in "$TOP"/patches/*.patch; do [ ! -e "$f" ] || cat "$f"; done
+		for f in "$TOP"/patches/0*.patch; do
+			case $f in *0000-cover-letter.patch) continue ;; esac
+			[ ! -e "$f" ] || cat "$f"
+		done
 	} | sha256sum | cut -d' ' -f1
 }
 
