@@ -26,7 +26,8 @@ want_stamp() {
 
 import_base() {
 	local src=${LINUX_SRC:-$BASE_TARBALL}
-	rm -rf "$SERIES_TREE" "$VANILLA_TREE"
+	# Worktrees of the old repository go with it.
+	rm -rf "$SERIES_TREE" "$VANILLA_TREE" "$BUILD/linux-bisect"
 	mkdir -p "$BUILD"
 	if [ -d "$src/.git" ] || git -C "$src" rev-parse --git-dir >/dev/null 2>&1 && [ -d "$src" ]; then
 		log "base: git checkout $src ($(git -C "$src" rev-parse --short HEAD))"
