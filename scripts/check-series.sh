@@ -15,8 +15,7 @@ setup_ccache
 fail=0
 
 log "checkpatch --strict"
-for p in "$TOP"/patches/0*.patch; do
-	case $p in *0000-cover-letter.patch) continue ;; esac
+for p in $(series_patches); do
 	# checkpatch must run from the top of a kernel tree to read patches right.
 	if ! (cd "$SERIES_TREE" && scripts/checkpatch.pl --strict -q "$p") >/tmp/checkpatch.$$ 2>&1; then
 		echo "FAIL checkpatch: $(basename "$p")"

@@ -76,3 +76,14 @@ kernel_configure() {
 	[ -z "$missing" ] || die "options that did not stick (missing dependency?):"$'\n'"$missing"
 	cp "$out/fragments.config" "$out/.fragments-used"
 }
+
+# series_patches: the patch files of the series in order, one a line,
+# without the cover letter.
+series_patches() {
+	local f
+	for f in "$TOP"/patches/0*.patch; do
+		[ -e "$f" ] || continue
+		case $f in *0000-cover-letter.patch) continue ;; esac
+		echo "$f"
+	done
+}

@@ -78,10 +78,10 @@ def main():
         if not units or status != "0":
             bad = True
     # The kernel log: clean, and saved (a guest that died saves none).
-    r = results
-    clean = (r / "dmesg.txt").exists() and all(
+    clean = (results / "dmesg.txt").exists() and all(
         subprocess.run([str(SPLAT_SCAN), *args], stdout=subprocess.DEVNULL).returncode == 0
-        for args in ([str(r / "dmesg.txt"), str(r / "kmemleak.txt")], ["-k", str(r / "console.log")]))
+        for args in ([str(results / "dmesg.txt"), str(results / "kmemleak.txt")],
+                     ["-k", str(results / "console.log")]))
     result = "OK" if clean else "FAIL"
     totals[result] += 1
     if listing:

@@ -17,10 +17,7 @@ STAMP=$BUILD/.series-stamp
 want_stamp() {
 	{
 		echo "base=${LINUX_SRC:-$BASE_TARBALL}"
-		for f in "$TOP"/patches/0*.patch; do
-			case $f in *0000-cover-letter.patch) continue ;; esac
-			[ ! -e "$f" ] || cat "$f"
-		done
+		series_patches | while read -r f; do cat "$f"; done
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -62,13 +59,8 @@ import_base() {
 }
 
 apply_series() {
-	local p=("$TOP"/patches/0*.patch)
-	local series=()
-	for f in "${p[@]}"; do
-		[ -e "$f" ] || continue
-		case $f in *0000-cover-letter.patch) continue ;; esac
-		series+=("$f")
-	done
+	local series
+	mapfile -t series < <(series_patches)
 	log "applying ${#series[@]} patches"
 	[ ${#series[@]} -eq 0 ] || git -C "$SERIES_TREE" am -q "${series[@]}"
 	git -C "$SERIES_TREE" log --oneline base..series >&2
