@@ -54,7 +54,11 @@ import_base() {
 	fi
 	git -C "$SERIES_TREE" tag -f base >/dev/null
 	# Build outputs sit inside the trees (see lib.sh); keep git blind to them.
-	echo "/out-*/" >>"$(git -C "$SERIES_TREE" rev-parse --git-common-dir)/info/exclude"
+	# (git init without templates, as on some machines, makes no info/.)
+	local info
+	info="$(git -C "$SERIES_TREE" rev-parse --git-common-dir)/info"
+	mkdir -p "$info"
+	echo "/out-*/" >>"$info/exclude"
 	git -C "$SERIES_TREE" worktree add -q --detach "$VANILLA_TREE" base
 }
 
@@ -62,6 +66,13 @@ apply_series() {
 	local series
 	mapfile -t series < <(series_patches)
 	log "applying ${#series[@]} patches"
+	# git am needs a committer; a machine without a git identity gets
+	# the base's placeholder (authors come from the patches).
+	if ! git -C "$SERIES_TREE" var GIT_COMMITTER_IDENT >/dev/null 2>&1; then
+		while read -r kv; do
+			case $kv in GIT_COMMITTER_NAME=* | GIT_COMMITTER_EMAIL=*) export "${kv?}" ;; esac
+		done <<<"$GIT_BASE_ENV"
+	fi
 	[ ${#series[@]} -eq 0 ] || git -C "$SERIES_TREE" am -q "${series[@]}"
 	git -C "$SERIES_TREE" log --oneline base..series >&2
 }
