@@ -46,6 +46,8 @@ import_base() {
 		fi
 		log "base: committing the tree"
 		git -C "$SERIES_TREE" init -q -b series
+		# No background repack of ~90k loose objects competing with the build.
+		git -C "$SERIES_TREE" config gc.auto 0
 		git -C "$SERIES_TREE" add -A -f .
 		(
 			while read -r kv; do export "${kv?}"; done <<<"$GIT_BASE_ENV"
