@@ -21,8 +21,9 @@ check: deps tree
 	$(S)/build-selftests.sh debug patched
 	$(S)/run-selftests.sh debug patched sockmap
 
-## compare        sockmap selftests on vanilla and patched (CONFIG=debug):
-##                the same tests must give the same results
+## compare        sockmap selftests (the series tree's binaries) on the
+##                vanilla and the patched kernel (CONFIG=debug): the tests
+##                both have must give the same results
 compare: deps tree
 	$(S)/compare-selftests.sh $(CONFIG)
 

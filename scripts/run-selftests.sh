@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Boot CONFIG/VARIANT and run a selftest suite in it:
-#   run-selftests.sh CONFIG VARIANT [sockmap|all]
+#   run-selftests.sh CONFIG VARIANT [sockmap|all] [TESTS_VARIANT]
+# TESTS_VARIANT: whose selftests build to run (default VARIANT); the
+# comparison runs the series tree's test binaries on the vanilla kernel.
 # Results (logs, console, dmesg) go to build/results/selftests-CONFIG-VARIANT-SUITE.
 # Prints one line per test that did not pass and an 'N passed, N failed,
 # N skipped' summary; the guest kernel log counts as one more test, which
@@ -10,7 +12,9 @@
 config=${1:?config}
 variant=${2:?variant}
 suite=${3:-sockmap}
+tests_variant=${4:-$variant}
 kout=$(out_for "$variant" "$config")
+tests=$(out_for "$tests_variant" "$config")/selftests
 results=$BUILD/results/selftests-$config-$variant-$suite
 timeout=${TIMEOUT:-3600}
 [ "$suite" = sockmap ] || timeout=${TIMEOUT:-7200}
@@ -20,7 +24,7 @@ mkdir -p "$results"
 log "selftests $suite on $config/$variant: booting (log: $results/console.log)"
 vm_rc=0
 "$TOP/scripts/vm-run.sh" --kernel "$kout/arch/x86/boot/bzImage" --results "$results" \
-	--timeout "$timeout" -- "$TOP/guest/run-selftests.sh" "$kout/selftests" "$results" "$suite" ||
+	--timeout "$timeout" -- "$TOP/guest/run-selftests.sh" "$tests" "$results" "$suite" ||
 	vm_rc=$?
 log "selftests $suite on $config/$variant: VM exited with $vm_rc"
 echo
