@@ -29,7 +29,13 @@ def parse_test_progs(text):
     for line in text.splitlines():
         m = PROGS_SUB.match(line)
         if m:
-            units[m.group(1)] = m.group(2)
+            # Some tests print one subtest name more than once (an IPv4 and
+            # an IPv6 run, say): number the repeats so that each counts.
+            name, n = m.group(1), 1
+            while name in units:
+                n += 1
+                name = f"{m.group(1)} [{n}]"
+            units[name] = m.group(2)
             with_subtests.add(m.group(1).split("/")[0])
             continue
         m = PROGS_TEST.match(line)
