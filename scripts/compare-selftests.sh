@@ -26,8 +26,8 @@ def units(path):
     return dict(line.rstrip("\n").rsplit(": ", 1) for line in open(path))
 vanilla, patched = units(sys.argv[1]), units(sys.argv[2])
 added = set(sys.argv[3:])
-def is_new(unit):  # "test_progs: TEST/SUBTEST"
-    return unit.split(": ", 1)[-1].split("/")[0] in added
+def is_new(unit):  # "test_progs: TEST/SUBTEST" or "test_progs: TEST (...)"
+    return unit.split(": ", 1)[-1].replace(" ", "/").split("/")[0] in added
 old = {t: r for t, r in vanilla.items() if not is_new(t)}
 bad = [f"{t}: vanilla {r}, patched {patched.get(t, 'missing')}"
        for t, r in sorted(old.items()) if patched.get(t) != r]

@@ -27,6 +27,8 @@ SOCKMAP = re.compile(r"^#\s*\d+/\s*\d+\s+(\S.*):(OK|FAIL)\s*$")
 def parse_test_progs(text):
     units, tests, with_subtests = {}, {}, set()
     for line in text.splitlines():
+        if line.startswith("All error logs:"):
+            break  # failures are repeated below this line
         m = PROGS_SUB.match(line)
         if m:
             # Some tests print one subtest name more than once (an IPv4 and
