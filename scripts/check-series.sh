@@ -39,7 +39,10 @@ for p in $(series_patches); do
 done
 rm -f /tmp/checkpatch.$$
 
-if [ ! -d "$tree" ]; then
+# (A worktree left from an earlier series tree is not one of this one's.)
+if ! git -C "$tree" rev-parse --git-dir >/dev/null 2>&1; then
+	rm -rf "$tree"
+	git -C "$SERIES_TREE" worktree prune
 	git -C "$SERIES_TREE" worktree add -q --detach "$tree" base
 fi
 
