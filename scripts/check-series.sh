@@ -40,7 +40,8 @@ done
 rm -f /tmp/checkpatch.$$
 
 # (A worktree left from an earlier series tree is not one of this one's.)
-if ! git -C "$tree" rev-parse --git-dir >/dev/null 2>&1; then
+common() { (cd "$1" && realpath "$(git rev-parse --git-common-dir 2>/dev/null)") 2>/dev/null; }
+if [ "$(common "$tree")" != "$(common "$SERIES_TREE")" ]; then
 	rm -rf "$tree"
 	git -C "$SERIES_TREE" worktree prune
 	git -C "$SERIES_TREE" worktree add -q --detach "$tree" base
