@@ -77,7 +77,7 @@
 #define CGROUP		"/sys/fs/cgroup/sockmap-stress"
 
 /* The sk_msg program's counters (the stats map). */
-enum stress_stat { STAT_REDIR_MSGS, STAT_REDIR_BYTES, STAT_PASS_MSGS, STAT_PASS_BYTES, NSTATS };
+enum stress_stat { STAT_REDIR_MSGS, STAT_REDIR_BYTES, STAT_DROP_MSGS, STAT_DROP_BYTES };
 
 struct sock_key {
 	uint32_t sip, dip;	/* network byte order */
@@ -988,6 +988,8 @@ static void inject(uint64_t *r)
 		} else if (bpf_map_delete_elem(map_fd, &c->tx_key) == 0) {
 			atomic_store(&c->tx_deleted, true);
 			count(faults[F_DELETE_TX], 1);
+		} else {
+			fail("slot %d: map delete: %s", c->slot, strerror(errno));
 		}
 		break;
 	default:
@@ -1018,21 +1020,25 @@ static void *injector(void *arg)
 static void dump_stream(struct conn *c)
 {
 	struct stream *st = c->st;
+	/* Whose reader reads this stream (fan-in: the target's). */
+	struct conn *rc = c->role == FANIN && c->target ? c->target : c;
 	int inq = -1, outq = -1;
 
+	pthread_mutex_lock(&rc->lock);
+	if (rc->has_reader && (c->role == SELF ? c->tx_fd : rc->rx_fd) >= 0)
+		ioctl(rc->ep.fd, SIOCINQ, &inq);
+	pthread_mutex_unlock(&rc->lock);
 	pthread_mutex_lock(&c->lock);
-	if (c->rx_fd >= 0)
-		ioctl(c->role == SELF ? c->tx_fd : c->rx_fd, SIOCINQ, &inq);
 	if (c->tx_fd >= 0)
 		ioctl(c->tx_fd, SIOCOUTQ, &outq);
 	pthread_mutex_unlock(&c->lock);
-	msg("  slot %d %s stream %d: written %llu received %llu end %d writer %s%s, reader %s %s, FIONREAD %d, outq %d, in map %s, no progress for %.1fs",
+	msg("  slot %d %s stream %d: written %llu received %llu end %d, writer %s%s, reader (slot %d) %s %s, FIONREAD %d, outq %d, writer in map %s, no progress for %.1fs",
 	    c->slot, role_name[c->role], st->id, (unsigned long long)atomic_load(&st->written),
 	    (unsigned long long)atomic_load(&st->received), atomic_load(&st->end),
 	    atomic_load(&st->writer_done) ? "done" : "running",
-	    atomic_load(&c->in_write) ? " (in a write)" : "",
-	    c->has_reader ? mode_name[c->ep.mode] : "-",
-	    c->has_reader ? (atomic_load(&c->ep.done) ? "done" : "running") : "",
+	    atomic_load(&c->in_write) ? " (in a write)" : "", rc->slot,
+	    rc->has_reader ? mode_name[rc->ep.mode] : "-",
+	    rc->has_reader ? (atomic_load(&rc->ep.done) ? "done" : "running") : "",
 	    inq, outq, atomic_load(&c->tx_deleted) ? "no" : "yes",
 	    now() - atomic_load(&st->progress));
 }
@@ -1069,11 +1075,15 @@ static bool watchdog(void)
 			dump_stream(&conns[i]);
 		}
 	}
-	pthread_mutex_unlock(&slots_lock);
 	if (stall) {
+		msg("the other slots:");
+		for (unsigned int i = 0; i < opt.conns; i++)
+			if (!stalled(&conns[i]))
+				dump_stream(&conns[i]);
 		atomic_store(&failed, true);
 		atomic_store(&stop_writers, true);
 	}
+	pthread_mutex_unlock(&slots_lock);
 	return stall;
 }
 
@@ -1313,9 +1323,10 @@ int main(int argc, char **argv)
 	    (unsigned long long)total.reconnects);
 	for (int f = 0; f < NFAULTS; f++)
 		msg("faults: %s %llu", fault_name[f], (unsigned long long)total.faults[f]);
-	msg("sk_msg verdicts: redirect %llu msgs %llu bytes, plain TCP %llu msgs %llu bytes",
+	msg("sk_msg verdicts: redirect %llu msgs %llu bytes, drop (target gone) %llu msgs %llu bytes, of %llu bytes written",
 	    (unsigned long long)bpf_stat(STAT_REDIR_MSGS), (unsigned long long)redir_bytes,
-	    (unsigned long long)bpf_stat(STAT_PASS_MSGS), (unsigned long long)bpf_stat(STAT_PASS_BYTES));
+	    (unsigned long long)bpf_stat(STAT_DROP_MSGS), (unsigned long long)bpf_stat(STAT_DROP_BYTES),
+	    (unsigned long long)total.written);
 	unit("redirect path taken", redir_bytes == 0, "%llu bytes redirected to ingress",
 	     (unsigned long long)redir_bytes);
 	unit("bytes verified", 0, "%llu streams, %llu bytes, no loss, duplication or reordering",
