@@ -28,12 +28,15 @@ out=$BUILD/stress
 make -s -C "$TOP/tests/stress" O="$out"
 results=$BUILD/results/stress-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$results"
+# The guest runs its own copy: a rebuild meanwhile must not change it, and
+# the results keep the binary that produced them.
+cp "$out"/sockmap_stress "$out"/sockmap_stress.bpf.o "$results"/
 log "stress on $kernel for ${duration}s (log: $results/console.log)"
 # Boot and the kmemleak scans take minutes under TCG; the harness's own
 # watchdog ends a stalled run.
 vm_rc=0
 "$TOP/scripts/vm-run.sh" --kernel "$kernel" --results "$results" --timeout $((duration + 1200)) \
-	-- "$TOP/guest/run-selftests.sh" "$out" "$results" stress --duration "$duration" "${args[@]}" ||
+	-- "$TOP/guest/run-selftests.sh" "$results" "$results" stress --duration "$duration" "${args[@]}" ||
 	vm_rc=$?
 log "stress: VM exited with $vm_rc"
 "$TOP/scripts/selftests-summary.py" "$results" || exit 1

@@ -371,6 +371,7 @@ struct endpoint {
 	enum rmode mode;
 	struct stream *tags[NTAGS];
 	pthread_t thread;
+	atomic_int tid;
 	atomic_bool done;
 	uint64_t rnd;
 	uint8_t *want;			/* the reader's scratch for gen() */
@@ -387,6 +388,7 @@ struct conn {
 	struct endpoint ep;		/* reads rx_fd (self: tx_fd) */
 	bool has_reader;
 	pthread_t writer;
+	atomic_int writer_tid;
 	atomic_bool writer_exited;
 	atomic_int req;			/* enum fault for the owning thread, or -1 */
 	atomic_bool hold, in_write, tx_deleted;
@@ -526,6 +528,7 @@ static void *writer(void *arg)
 	/* A self slot's reader shares the file (and its O_NONBLOCK). */
 	bool nonblock = c->role != SELF && one_in(&c->rnd, 2);
 
+	atomic_store(&c->writer_tid, gettid());
 	set_nonblock(c->tx_fd, nonblock);
 	while (!atomic_load(&stop_writers) && atomic_load(&st->end) == RUNNING) {
 		uint64_t off = atomic_load(&st->written);
@@ -743,6 +746,7 @@ static void *reader(void *arg)
 	struct timeval tv = { .tv_usec = 200000 };
 	int epfd = -1;
 
+	atomic_store(&ep->tid, gettid());
 	ep->want = malloc(MAX_WRITE);
 	if (ep->mode >= M_EPOLL_LT) {
 		struct epoll_event ev = {
@@ -1017,7 +1021,25 @@ static void *injector(void *arg)
 
 /* ---- watchdog ---- */
 
-static void dump_stream(struct conn *c)
+/* Where a thread of ours is in the kernel, if it still runs. */
+static void dump_kstack(const char *who, int tid)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stack", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	msg("    %s (thread %d) kernel stack:", who, tid);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		msg("      %s", line);
+	}
+	fclose(f);
+}
+
+static void dump_stream(struct conn *c, bool stacks)
 {
 	struct stream *st = c->st;
 	/* Whose reader reads this stream (fan-in: the target's). */
@@ -1041,6 +1063,10 @@ static void dump_stream(struct conn *c)
 	    rc->has_reader ? (atomic_load(&rc->ep.done) ? "done" : "running") : "",
 	    inq, outq, atomic_load(&c->tx_deleted) ? "no" : "yes",
 	    now() - atomic_load(&st->progress));
+	if (stacks && !atomic_load(&c->writer_exited))
+		dump_kstack("writer", atomic_load(&c->writer_tid));
+	if (stacks && rc->has_reader && !atomic_load(&rc->ep.done))
+		dump_kstack("reader", atomic_load(&rc->ep.tid));
 }
 
 /* A stream stalls when it has made no progress for --stall-timeout
@@ -1072,14 +1098,14 @@ static bool watchdog(void)
 			if (!stall)
 				msg("FAIL: stall: no progress for %us on:", opt.stall_timeout);
 			stall = true;
-			dump_stream(&conns[i]);
+			dump_stream(&conns[i], true);
 		}
 	}
 	if (stall) {
 		msg("the other slots:");
 		for (unsigned int i = 0; i < opt.conns; i++)
 			if (!stalled(&conns[i]))
-				dump_stream(&conns[i]);
+				dump_stream(&conns[i], false);
 		atomic_store(&failed, true);
 		atomic_store(&stop_writers, true);
 	}
