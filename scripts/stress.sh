@@ -2,8 +2,9 @@
 # Build the sockmap stress harness (tests/stress) and run it in a guest:
 #   stress.sh [--kernel BZIMAGE] [--duration SECS] [--seed N] [-- HARNESS ARGS...]
 # The kernel defaults to the debug kernel with the series
-# (build/linux/out-debug). Results (the harness's log, console, dmesg,
-# kmemleak) go to build/results/stress-<kernel name>-<time>. Prints the
+# (build/linux/out-debug), the duration to 120 s. Results (the harness and
+# its log, console, dmesg, kmemleak) go to build/results/stress-<time>.
+# HARNESS ARGS: see sockmap_stress --help (e.g. --conns, --corrupt). Prints the
 # harness's checks and an 'N passed, N failed, N skipped' summary in which
 # the guest kernel log counts as one more check (no splat, no kmemleak
 # report). Exits non-zero if anything failed.
