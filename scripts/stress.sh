@@ -8,6 +8,7 @@
 # harness's checks and an 'N passed, N failed, N skipped' summary in which
 # the guest kernel log counts as one more check (no splat, no kmemleak
 # report). Exits non-zero if anything failed.
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
 kernel=$(out_for patched debug)/arch/x86/boot/bzImage

@@ -106,28 +106,32 @@ static double now(void)
 
 static double t0;
 
-static void msg(const char *fmt, ...)
+static void vmsg(const char *prefix, const char *fmt, va_list ap)
 {
 	char line[512];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	printf("[%8.3f] %s%s\n", now() - t0, prefix, line);
+	fflush(stdout);
+}
+
+static void msg(const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vmsg("", fmt, ap);
 	va_end(ap);
-	printf("[%8.3f] %s\n", now() - t0, line);
-	fflush(stdout);
 }
 
 /* A failure of the data path: reported, and the run ends. */
 static void fail(const char *fmt, ...)
 {
-	char line[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vmsg("FAIL: ", fmt, ap);
 	va_end(ap);
-	msg("FAIL: %s", line);
 	atomic_store(&failed, true);
 	atomic_store(&stop_writers, true);
 }
