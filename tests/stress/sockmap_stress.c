@@ -1184,6 +1184,28 @@ static void check_memory(struct mem base)
 	     base.tcp_inuse, m.tcp_inuse, base.tcp_mem, m.tcp_mem, slack);
 }
 
+/* The figures so far: every minute, and at the end. */
+static void report_totals(void)
+{
+	char faults[256];
+	int len = 0;
+
+	for (int f = 0; f < NFAULTS; f++)
+		len += snprintf(faults + len, sizeof(faults) - len, "%s%s %llu", f ? ", " : "",
+				fault_name[f], (unsigned long long)total.faults[f]);
+	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu), EAGAIN %llu, EACCES %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
+	    (unsigned long long)total.streams, (unsigned long long)total.written,
+	    (unsigned long long)total.verified, (unsigned long long)total.writes,
+	    (unsigned long long)total.reads, (unsigned long long)total.peeks,
+	    (unsigned long long)total.eagain, (unsigned long long)total.eacces,
+	    (unsigned long long)total.toggles, (unsigned long long)total.stalls,
+	    (unsigned long long)total.reconnects);
+	msg("faults: %s", faults);
+	msg("sk_msg verdicts: redirect %llu msgs %llu bytes, drop (target gone) %llu msgs %llu bytes",
+	    (unsigned long long)bpf_stat(STAT_REDIR_MSGS), (unsigned long long)bpf_stat(STAT_REDIR_BYTES),
+	    (unsigned long long)bpf_stat(STAT_DROP_MSGS), (unsigned long long)bpf_stat(STAT_DROP_BYTES));
+}
+
 /* ---- main ---- */
 
 static void usage(int status)
@@ -1309,8 +1331,13 @@ int main(int argc, char **argv)
 	pthread_create(&inj, NULL, injector, NULL);
 
 	end = now() + opt.duration;
-	while (now() < end && !atomic_load(&failed) && !watchdog())
+	for (double next = now() + 60; now() < end && !atomic_load(&failed) && !watchdog();) {
 		usleep(250000);
+		if (now() > next) {
+			report_totals();
+			next += 60;
+		}
+	}
 	msg("stopping the writers");
 	atomic_store(&injector_stop, true);
 	pthread_join(inj, NULL);
@@ -1343,20 +1370,8 @@ int main(int argc, char **argv)
 			pthread_join(conns[i].ep.thread, NULL);
 	}
 
+	report_totals();
 	redir_bytes = bpf_stat(STAT_REDIR_BYTES);
-	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu), EAGAIN %llu, EACCES %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
-	    (unsigned long long)total.streams, (unsigned long long)total.written,
-	    (unsigned long long)total.verified, (unsigned long long)total.writes,
-	    (unsigned long long)total.reads, (unsigned long long)total.peeks,
-	    (unsigned long long)total.eagain, (unsigned long long)total.eacces,
-	    (unsigned long long)total.toggles, (unsigned long long)total.stalls,
-	    (unsigned long long)total.reconnects);
-	for (int f = 0; f < NFAULTS; f++)
-		msg("faults: %s %llu", fault_name[f], (unsigned long long)total.faults[f]);
-	msg("sk_msg verdicts: redirect %llu msgs %llu bytes, drop (target gone) %llu msgs %llu bytes, of %llu bytes written",
-	    (unsigned long long)bpf_stat(STAT_REDIR_MSGS), (unsigned long long)redir_bytes,
-	    (unsigned long long)bpf_stat(STAT_DROP_MSGS), (unsigned long long)bpf_stat(STAT_DROP_BYTES),
-	    (unsigned long long)total.written);
 	unit("redirect path taken", redir_bytes == 0, "%llu bytes redirected to ingress",
 	     (unsigned long long)redir_bytes);
 	unit("bytes verified", 0, "%llu streams, %llu bytes, no loss, duplication or reordering",
