@@ -1289,15 +1289,17 @@ static void check_bound(void)
 		int rcv = 0, snd = 0;
 		socklen_t len = sizeof(int);
 		uint64_t w = atomic_load(&c->st->written), bound;
+		char name[32];
 
 		if (c->role != NEVER)
 			continue;
 		getsockopt(c->rx_fd, SOL_SOCKET, SO_RCVBUF, &rcv, &len);
 		getsockopt(c->tx_fd, SOL_SOCKET, SO_SNDBUF, &snd, &len);
 		bound = (uint64_t)rcv + snd + MAX_WRITE;
-		unit("backpressure", w > bound,
-		     "slot %d: a writer whose reader never reads got %llu bytes in (bound: rcvbuf %d + sndbuf %d + %d)",
-		     i, (unsigned long long)w, rcv, snd, MAX_WRITE);
+		snprintf(name, sizeof(name), "backpressure slot %u", i);
+		unit(name, w > bound,
+		     "a writer whose reader never reads got %llu bytes in (bound: rcvbuf %d + sndbuf %d + %d)",
+		     (unsigned long long)w, rcv, snd, MAX_WRITE);
 	}
 }
 
