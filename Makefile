@@ -9,7 +9,7 @@ VARIANT ?= patched
 S := scripts
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
-	compare check-all series-check bench clean
+	compare check-all series-check stress bench clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -36,6 +36,14 @@ check-all: deps tree
 ## series-check   checkpatch --strict, per-patch build, W=1/sparse, kernel-doc
 series-check: deps tree
 	$(S)/check-series.sh
+
+## stress         the sockmap stress and fault harness (tests/stress) in the VM
+##                on the debug kernel with the series, or KERNEL=bzImage;
+##                DURATION=secs (default 120), SEED=n to replay a run
+stress: deps
+	$(if $(KERNEL),,$(S)/tree.sh ensure && $(S)/build-kernel.sh debug patched)
+	$(S)/stress.sh $(if $(KERNEL),--kernel $(KERNEL)) $(if $(DURATION),--duration $(DURATION)) \
+		$(if $(SEED),--seed $(SEED))
 
 ## bench          vanilla vs patched benchmark (not written yet: fails)
 bench:

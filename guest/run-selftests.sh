@@ -1,11 +1,16 @@
 #!/bin/sh
-# Runs inside the guest: run-selftests.sh SELFTESTS_DIR RESULTS_DIR SUITE
-#   SUITE sockmap  test_sockmap and the sockmap tests of test_progs
+# Runs inside the guest: run-selftests.sh DIR RESULTS_DIR SUITE [ARGS...]
+#   SUITE sockmap  test_sockmap and the sockmap tests of test_progs (DIR:
+#                  the selftests)
 #         all      the whole of test_progs
+#         stress   the sockmap stress harness (DIR: its build, see
+#                  tests/stress) with ARGS
 # Each program's output goes to RESULTS_DIR/<program>.log and to the console;
 # its exit status to RESULTS_DIR/<program>.status. The host summarises.
 set -u
 dir=$1 results=$2 suite=${3:-sockmap}
+shift 2
+[ $# -eq 0 ] || shift # the harness's ARGS remain
 cd "$dir" || exit 1
 
 # The sockmap tests of test_progs (sockmap_ingress_cork is added by the
@@ -33,6 +38,9 @@ sockmap)
 	;;
 all)
 	run test_progs ./test_progs -w 600
+	;;
+stress)
+	run stress ./sockmap_stress "$@"
 	;;
 *)
 	echo "unknown suite $suite" >&2

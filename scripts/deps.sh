@@ -9,6 +9,8 @@ pkgs=(
 	sparse
 	# BPF selftests
 	clang-22 llvm-22 lld-22 rsync openssl libcap-dev libzstd-dev zlib1g-dev pkg-config
+	# the stress harness (tests/stress)
+	libbpf-dev
 	# guest
 	qemu-system-x86 busybox-static iproute2
 )

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Summarise selftest logs from a VM run: selftests-summary.py RESULTS_DIR
 
-Reads test_sockmap.log and test_progs.log (whichever exist), prints one line
-per test unit that did not pass, a table of counts per program, and a final
-'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
+Reads test_sockmap.log, test_progs.log and stress.log (whichever exist),
+prints one line per test unit that did not pass, a table of counts per
+program, and a final 'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
 program exited non-zero, or if a log is missing or holds no result.
 The guest kernel log is one more unit: it fails on any splat (see
 splat-scan.sh) or if the guest did not save it.
@@ -22,6 +22,8 @@ PROGS_SUB = re.compile(r"^#\s*\d+/\d+\s+(\S.*?):(OK|SKIP|FAIL)\s*$")
 PROGS_TEST = re.compile(r"^#\s*\d+\s+(\S+):(OK|SKIP|FAIL)")
 # test_sockmap: "#12/ 3  sockmap:txmsg test ingress redir:OK"
 SOCKMAP = re.compile(r"^#\s*\d+/\s*\d+\s+(\S.*):(OK|FAIL)\s*$")
+# tests/stress: "stress: bytes verified: OK  # 16 streams, ..."
+STRESS = re.compile(r"^stress: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
 
 
 def parse_test_progs(text):
@@ -51,11 +53,13 @@ def parse_test_progs(text):
     return units
 
 
-def parse_test_sockmap(text):
-    return {m.group(1): m.group(2) for m in map(SOCKMAP.match, text.splitlines()) if m}
+def by_line(regex):
+    """A parser for logs with one 'name result' line a unit."""
+    return lambda text: {m.group(1): m.group(2) for m in map(regex.match, text.splitlines()) if m}
 
 
-PARSERS = {"test_sockmap": parse_test_sockmap, "test_progs": parse_test_progs}
+PARSERS = {"test_sockmap": by_line(SOCKMAP), "test_progs": parse_test_progs,
+           "stress": by_line(STRESS)}
 
 
 def main():

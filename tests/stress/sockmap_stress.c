@@ -1,0 +1,1395 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sockmap_stress: stress and fault harness for sk_msg redirect-to-ingress.
+ * Runs as root in a guest of scripts/vm-run.sh (see scripts/stress.sh).
+ *
+ * Connections over loopback are put into a sockhash by a sockops program
+ * (sockmap_stress.bpf.c); its sk_msg program redirects every sendmsg() to
+ * the ingress of the peer (BPF_F_INGRESS), of a fan-in receiver, or of the
+ * sending socket itself. Each connection slot has a role:
+ *   pair    the client writes, the server reads (the faults below hit these)
+ *   self    the client's sk_msg redirects to the client itself, which reads
+ *   fanin   three clients redirect into the server end of the first one
+ *   never   the server never reads: its writer must block or get EAGAIN,
+ *           and what it got in is bounded by the receiver's rcvbuf plus
+ *           the writer's sndbuf (and one write)
+ * Writers use random sizes (1 B .. 256 KB, log-uniform), write, send with
+ * MSG_MORE, writev, sendmsg, blocking or not, and toggle TCP_NODELAY,
+ * TCP_CORK and O_NONBLOCK at random. Readers use read, recv(MSG_PEEK) then
+ * read (the bytes must agree), or epoll in level- or edge-triggered mode,
+ * and stall at random.
+ *
+ * Faults (on pair slots, fan-in extra senders for the tx kinds): close or
+ * shutdown of the writer (the reader must get every byte written, then EOF)
+ * or of the reader (the stream ends at what was read; the writer must get
+ * an error, not hang); the writer deleted from the sockhash mid-stream
+ * (what it writes then goes over plain TCP, in order) and put back later
+ * once its reader has caught up; the sk_msg program detached from the map
+ * and attached again (existing sockets keep their program: sockets added
+ * meanwhile, by reconnects and re-inserts, run plain TCP). A slot whose
+ * stream ended is reconnected as a new stream.
+ *
+ * Every byte is a function of its stream and offset: bits 7-6 the stream's
+ * tag (which of the streams a socket may receive it is), bits 5-0 a
+ * pseudo-random pattern of (stream, offset). A reader checks each byte at
+ * its stream's next offset, so a lost, duplicated or reordered byte is
+ * reported with the stream id and offset (and where the bytes found there
+ * belong). A watchdog fails the run when a stream makes no progress for
+ * --stall-timeout seconds. Afterwards the sk_msg slab cache and the TCP
+ * lines of /proc/net/sockstat must come back to what they were before.
+ *
+ * Output: one "stress: UNIT: OK|FAIL|SKIP" line a check, then
+ * "N passed, N failed, N skipped". Exit status 0 if all passed.
+ * Replay: --seed (every thread's random choices derive from it; thread
+ * scheduling does not replay).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <linux/sockios.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#define MAX_WRITE	(256 * 1024)
+#define NTAGS		4
+#define CGROUP		"/sys/fs/cgroup/sockmap-stress"
+
+/* The sk_msg program's counters (the stats map). */
+enum stress_stat { STAT_REDIR_MSGS, STAT_REDIR_BYTES, STAT_DROP_MSGS, STAT_DROP_BYTES };
+
+struct sock_key {
+	uint32_t sip, dip;	/* network byte order */
+	uint32_t sport, dport;	/* host byte order */
+};
+
+static struct {
+	unsigned int duration, conns, stall_timeout;
+	uint64_t seed;
+	bool faults, corrupt;
+	const char *bpf_obj;
+} opt = { .duration = 120, .conns = 16, .stall_timeout = 60, .faults = true };
+
+/* ---- results and reporting ---- */
+
+static atomic_bool failed, stop_writers;
+static int units[3]; /* passed, failed, skipped */
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double t0;
+
+static void vmsg(const char *prefix, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	printf("[%8.3f] %s%s\n", now() - t0, prefix, line);
+	fflush(stdout);
+}
+
+static void msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg("", fmt, ap);
+	va_end(ap);
+}
+
+/* A failure of the data path: reported, and the run ends. */
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmsg("FAIL: ", fmt, ap);
+	va_end(ap);
+	atomic_store(&failed, true);
+	atomic_store(&stop_writers, true);
+}
+
+static void unit(const char *name, int result /* 0 OK, 1 FAIL, 2 SKIP */, const char *fmt, ...)
+{
+	static const char *const word[] = { "OK", "FAIL", "SKIP" };
+	char detail[256] = "";
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	units[result]++;
+	printf("stress: %s: %s%s%s\n", name, word[result], *detail ? "  # " : "", detail);
+	fflush(stdout);
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "sockmap_stress: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+/* ---- random numbers (xorshift64*), one state per thread ---- */
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545F4914F6CDD1DULL;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ULL;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+	return x ^ (x >> 31);
+}
+
+static uint64_t rnd_seed(uint64_t a, uint64_t b)
+{
+	return mix(mix(opt.seed ^ a) + b) | 1;
+}
+
+static bool one_in(uint64_t *s, unsigned int n)
+{
+	return rnd(s) % n == 0;
+}
+
+/* 1 .. MAX_WRITE, log-uniform: as many tiny writes as huge ones. */
+static size_t rnd_size(uint64_t *s)
+{
+	unsigned int bits = rnd(s) % 19;
+
+	return 1 + rnd(s) % (1u << bits);
+}
+
+/* ---- streams and their byte pattern ---- */
+
+static uint8_t pattern[65536];
+
+enum stream_end { RUNNING, ENDED_TX, ENDED_RX };
+
+struct stream {
+	int id, tag;
+	uint64_t salt;
+	bool bounded;			/* never-read: no progress expected */
+	atomic_uint_fast64_t written;	/* accepted by sendmsg() */
+	atomic_uint_fast64_t received;	/* verified by the reader */
+	atomic_int end;			/* enum stream_end */
+	atomic_bool writer_done;
+	_Atomic double progress;	/* time of the last change */
+	_Atomic double ended_at;
+};
+
+static uint8_t block_mix(const struct stream *st, uint64_t block)
+{
+	return mix(st->salt ^ block);
+}
+
+static void gen(const struct stream *st, uint64_t off, uint8_t *buf, size_t len)
+{
+	while (len) {
+		size_t in = off & 0xffff, n = 65536 - in;
+		uint8_t x = block_mix(st, off >> 16);
+		uint8_t tag = st->tag << 6;
+
+		if (n > len)
+			n = len;
+		for (size_t i = 0; i < n; i++)
+			buf[i] = ((pattern[(in + i + st->salt) & 0xffff] ^ x) & 63) | tag;
+		buf += n;
+		off += n;
+		len -= n;
+	}
+}
+
+static uint8_t expect(const struct stream *st, uint64_t off)
+{
+	uint8_t b;
+
+	gen(st, off, &b, 1);
+	return b;
+}
+
+/* Where in @st do the @len bytes at @got belong, near @off? */
+static int64_t locate(const struct stream *st, uint64_t off, const uint8_t *got, size_t len)
+{
+	uint64_t lo = off > (8u << 20) ? off - (8u << 20) : 0;
+	uint64_t hi = atomic_load(&st->written) + MAX_WRITE;
+
+	if (len > 32)
+		len = 32;
+	if (len < 8)
+		return -1;
+	for (uint64_t c = lo; c < hi; c++) {
+		size_t i = 0;
+
+		while (i < len && expect(st, c + i) == got[i])
+			i++;
+		if (i == len)
+			return c;
+	}
+	return -1;
+}
+
+static void mismatch(const struct stream *st, const char *where, uint64_t off,
+		     const uint8_t *got, size_t avail)
+{
+	int64_t at = locate(st, off, got, avail);
+	char why[128];
+
+	if (at < 0)
+		snprintf(why, sizeof(why), "found nowhere in the stream");
+	else if ((uint64_t)at > off)
+		snprintf(why, sizeof(why), "the bytes of offset %lld: %llu bytes lost",
+			 (long long)at, (unsigned long long)(at - off));
+	else
+		snprintf(why, sizeof(why), "the bytes of offset %lld: %llu bytes duplicated or reordered",
+			 (long long)at, (unsigned long long)(off - at));
+	fail("stream %d (%s): byte at offset %llu is 0x%02x, expected 0x%02x: %s (written %llu)",
+	     st->id, where, (unsigned long long)off, got[0], expect(st, off), why,
+	     (unsigned long long)atomic_load(&st->written));
+}
+
+static void touch(struct stream *st)
+{
+	atomic_store(&st->progress, now());
+}
+
+static void end_stream(struct stream *st, enum stream_end how)
+{
+	int running = RUNNING;
+
+	if (atomic_compare_exchange_strong(&st->end, &running, how)) {
+		atomic_store(&st->ended_at, now());
+		touch(st);
+	}
+}
+
+/* ---- totals ---- */
+
+enum fault {
+	F_CLOSE_TX, F_SHUT_TX, F_CLOSE_RX, F_SHUT_RX, F_DELETE_TX, F_REINSERT_TX,
+	F_DETACH, F_ATTACH, NFAULTS
+};
+static const char *const fault_name[NFAULTS] = {
+	"close-writer", "shutdown-writer", "close-reader", "shutdown-reader",
+	"map-delete-writer", "map-reinsert-writer", "prog-detach", "prog-attach",
+};
+
+static struct {
+	atomic_uint_fast64_t streams, written, verified, writes, reads, peeks, eagain,
+		eacces, toggles, stalls, reconnects, faults[NFAULTS];
+} total;
+
+#define count(field, n) atomic_fetch_add(&total.field, (n))
+
+/* ---- BPF ---- */
+
+static int map_fd, routes_fd, stats_fd, msg_prog_fd;
+static atomic_bool msg_prog_attached;
+
+static int bpf_setup(void)
+{
+	struct bpf_object *obj;
+	int cg, sockops_fd;
+
+	obj = bpf_object__open_file(opt.bpf_obj, NULL);
+	if (!obj || libbpf_get_error(obj) || bpf_object__load(obj)) {
+		fprintf(stderr, "sockmap_stress: cannot load %s\n", opt.bpf_obj);
+		exit(2);
+	}
+	map_fd = bpf_object__find_map_fd_by_name(obj, "sock_hash");
+	routes_fd = bpf_object__find_map_fd_by_name(obj, "routes");
+	stats_fd = bpf_object__find_map_fd_by_name(obj, "stats");
+	msg_prog_fd = bpf_program__fd(bpf_object__find_program_by_name(obj, "stress_sk_msg"));
+	sockops_fd = bpf_program__fd(bpf_object__find_program_by_name(obj, "stress_sockops"));
+	if (bpf_prog_attach(msg_prog_fd, map_fd, BPF_SK_MSG_VERDICT, 0))
+		die("attach sk_msg");
+	atomic_store(&msg_prog_attached, true);
+
+	/* Our own cgroup, so that only our connections go into the map. */
+	if (mkdir(CGROUP, 0755) && errno != EEXIST)
+		die("mkdir " CGROUP);
+	cg = open(CGROUP "/cgroup.procs", O_WRONLY);
+	if (cg < 0 || dprintf(cg, "%d\n", getpid()) < 0)
+		die(CGROUP "/cgroup.procs");
+	close(cg);
+	cg = open(CGROUP, O_RDONLY | O_DIRECTORY);
+	if (cg < 0 || bpf_prog_attach(sockops_fd, cg, BPF_CGROUP_SOCK_OPS, 0))
+		die("attach sockops");
+	return cg;
+}
+
+static uint64_t bpf_stat(enum stress_stat i)
+{
+	uint32_t key = i;
+	uint64_t v = 0;
+
+	bpf_map_lookup_elem(stats_fd, &key, &v);
+	return v;
+}
+
+/* ---- connections ---- */
+
+enum role { PAIR, SELF, FANIN, NEVER };
+static const char *const role_name[] = { "pair", "self", "fanin", "never" };
+enum rmode { M_READ, M_PEEK, M_EPOLL_LT, M_EPOLL_ET, NMODES };
+static const char *const mode_name[] = { "read", "peek", "epoll-lt", "epoll-et" };
+
+struct conn;
+
+/* A receiving socket and the streams that may arrive on it, by tag. */
+struct endpoint {
+	struct conn *c;			/* the slot whose faults end it */
+	int fd;
+	enum rmode mode;
+	struct stream *tags[NTAGS];
+	pthread_t thread;
+	atomic_int tid;
+	atomic_bool done;
+	uint64_t rnd;
+	uint8_t *want;			/* the reader's scratch for gen() */
+};
+
+struct conn {
+	int slot, gen;
+	enum role role;
+	pthread_mutex_t lock;		/* tx_fd and rx_fd against closing */
+	int tx_fd, rx_fd;
+	struct sock_key tx_key;
+	struct stream *st;
+	struct conn *target;		/* fan-in: whose server end receives */
+	struct endpoint ep;		/* reads rx_fd (self: tx_fd) */
+	bool has_reader;
+	pthread_t writer;
+	atomic_int writer_tid;
+	atomic_bool writer_exited;
+	atomic_int req;			/* enum fault for the owning thread, or -1 */
+	atomic_bool hold, in_write, tx_deleted;
+	uint64_t rnd;
+};
+
+static struct conn *conns;
+/* Against the watchdog looking at a slot that is being reconnected. */
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static int listen_fd;
+static atomic_int next_stream_id;
+
+static struct sock_key key_of(int fd)
+{
+	struct sockaddr_in l, p;
+	socklen_t len = sizeof(l);
+	struct sock_key k;
+
+	if (getsockname(fd, (struct sockaddr *)&l, &len))
+		die("getsockname");
+	len = sizeof(p);
+	if (getpeername(fd, (struct sockaddr *)&p, &len))
+		die("getpeername");
+	k.sip = l.sin_addr.s_addr;
+	k.dip = p.sin_addr.s_addr;
+	k.sport = ntohs(l.sin_port);
+	k.dport = ntohs(p.sin_port);
+	return k;
+}
+
+static void connect_pair(int *client, int *server)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	if (getsockname(listen_fd, (struct sockaddr *)&a, &len))
+		die("getsockname");
+	*client = socket(AF_INET, SOCK_STREAM, 0);
+	if (*client < 0 || connect(*client, (struct sockaddr *)&a, sizeof(a)))
+		die("connect");
+	*server = accept(listen_fd, NULL, NULL);
+	if (*server < 0)
+		die("accept");
+}
+
+static bool in_map(int fd)
+{
+	struct sock_key k = key_of(fd);
+	uint64_t cookie;
+
+	return bpf_map_lookup_elem(map_fd, &k, &cookie) == 0;
+}
+
+static void set_flag(int fd, int level, int name, int on)
+{
+	setsockopt(fd, level, name, &on, sizeof(on));
+}
+
+static void set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+/* ---- the writer ---- */
+
+static ssize_t send_some(struct conn *c, const uint8_t *buf, size_t len)
+{
+	struct iovec iov[8];
+	struct msghdr mh = { .msg_iov = iov };
+	size_t left = len;
+	int flags = MSG_NOSIGNAL;
+
+	switch (rnd(&c->rnd) % 4) {
+	case 0:
+		return write(c->tx_fd, buf, len);
+	case 1:
+		if (one_in(&c->rnd, 2))
+			flags |= MSG_MORE;
+		return send(c->tx_fd, buf, len, flags);
+	default: /* writev or sendmsg, 1-8 pieces */
+		for (mh.msg_iovlen = 0; left && mh.msg_iovlen < 8; mh.msg_iovlen++) {
+			size_t n = mh.msg_iovlen == 7 ? left : 1 + rnd(&c->rnd) % left;
+
+			iov[mh.msg_iovlen].iov_base = (void *)(buf + len - left);
+			iov[mh.msg_iovlen].iov_len = n;
+			left -= n;
+		}
+		if (one_in(&c->rnd, 2))
+			return writev(c->tx_fd, iov, mh.msg_iovlen);
+		if (one_in(&c->rnd, 4))
+			flags |= MSG_MORE;
+		return sendmsg(c->tx_fd, &mh, flags);
+	}
+}
+
+/* Close or shut down the writer's end, by the writer, between writes: the
+ * reader must then get everything written, and EOF.
+ */
+static void writer_fault(struct conn *c, enum fault f)
+{
+	pthread_mutex_lock(&c->lock);
+	end_stream(c->st, ENDED_TX);
+	if (f == F_CLOSE_TX) {
+		close(c->tx_fd);
+		c->tx_fd = -1;
+	} else {
+		shutdown(c->tx_fd, SHUT_WR);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void reader_fault(struct conn *c, enum fault f);
+
+/* Carry out fault @f if the injector asked for it (by the thread that owns
+ * the end it hits).
+ */
+static bool take_req(struct conn *c, enum fault f)
+{
+	int want = f;
+
+	if (!atomic_compare_exchange_strong(&c->req, &want, -1))
+		return false;
+	if (f == F_CLOSE_TX || f == F_SHUT_TX)
+		writer_fault(c, f);
+	else
+		reader_fault(c, f);
+	return true;
+}
+
+static void *writer(void *arg)
+{
+	struct conn *c = arg;
+	struct stream *st = c->st;
+	uint8_t *buf = malloc(MAX_WRITE);
+	/* A self slot's reader shares the file (and its O_NONBLOCK). */
+	bool nonblock = c->role != SELF && one_in(&c->rnd, 2);
+
+	atomic_store(&c->writer_tid, gettid());
+	set_nonblock(c->tx_fd, nonblock);
+	while (!atomic_load(&stop_writers) && atomic_load(&st->end) == RUNNING) {
+		uint64_t off = atomic_load(&st->written);
+		size_t len;
+		ssize_t n;
+
+		if (take_req(c, F_CLOSE_TX) || take_req(c, F_SHUT_TX))
+			break;
+		if (atomic_load(&c->hold)) {
+			usleep(1000);
+			continue;
+		}
+		if (one_in(&c->rnd, 20)) {
+			switch (rnd(&c->rnd) % 3) {
+			case 0:
+				set_flag(c->tx_fd, IPPROTO_TCP, TCP_NODELAY, rnd(&c->rnd) & 1);
+				break;
+			case 1:
+				set_flag(c->tx_fd, IPPROTO_TCP, TCP_CORK, rnd(&c->rnd) & 1);
+				break;
+			default:
+				nonblock = c->role != SELF && !nonblock;
+				set_nonblock(c->tx_fd, nonblock);
+			}
+			count(toggles, 1);
+		}
+		len = rnd_size(&c->rnd);
+		gen(st, off, buf, len);
+		atomic_store(&c->in_write, true);
+		if (atomic_load(&c->hold)) { /* the injector came first */
+			atomic_store(&c->in_write, false);
+			continue;
+		}
+		n = send_some(c, buf, len);
+		atomic_store(&c->in_write, false);
+		count(writes, 1);
+		if (n > 0) {
+			atomic_fetch_add(&st->written, n);
+			count(written, n);
+			touch(st);
+			continue;
+		}
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = { .fd = c->tx_fd, .events = POLLOUT };
+
+			count(eagain, 1);
+			poll(&p, 1, 200);
+		} else if (n < 0 && errno == EACCES) {
+			/* The verdict dropped it: the target left the map
+			 * between the program's lookup and the redirect.
+			 */
+			count(eacces, 1);
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (atomic_load(&st->end) == ENDED_RX || atomic_load(&stop_writers)) {
+			break; /* the reader is gone, or we are told to stop */
+		} else {
+			fail("stream %d (%s slot %d): write returned %zd: %s at offset %llu",
+			     st->id, role_name[c->role], c->slot, n, strerror(errno),
+			     (unsigned long long)off);
+			break;
+		}
+	}
+	atomic_store(&st->writer_done, true);
+	touch(st);
+	free(buf);
+	atomic_store(&c->writer_exited, true);
+	return NULL;
+}
+
+/* ---- the reader ---- */
+
+/* Check @n bytes that arrived on @ep. */
+static bool verify(struct endpoint *ep, uint8_t *buf, size_t n)
+{
+	struct stream *st = ep->tags[buf[0] >> 6];
+
+	if (opt.corrupt && ep->c->slot == 0 && st) {
+		uint64_t off = atomic_load(&st->received);
+
+		if (off < (1u << 20) && off + n >= (1u << 20)) {
+			buf[(1u << 20) - off - 1] ^= 1;
+			msg("--corrupt: flipped a bit of stream %d at offset %u", st->id, (1u << 20) - 1);
+		}
+	}
+	for (size_t i = 0; i < n;) {
+		size_t run = 1;
+		uint64_t off;
+
+		st = ep->tags[buf[i] >> 6];
+		if (!st) {
+			fail("slot %d: byte 0x%02x of no stream that may arrive here", ep->c->slot, buf[i]);
+			return false;
+		}
+		while (i + run < n && buf[i + run] >> 6 == st->tag)
+			run++;
+		off = atomic_load(&st->received);
+		gen(st, off, ep->want, run);
+		if (memcmp(ep->want, buf + i, run)) {
+			size_t j = 0;
+
+			while (ep->want[j] == buf[i + j])
+				j++;
+			mismatch(st, role_name[ep->c->role], off + j, buf + i + j, run - j);
+			return false;
+		}
+		atomic_fetch_add(&st->received, run);
+		count(verified, run);
+		touch(st);
+		i += run;
+	}
+	return true;
+}
+
+/* Are all the streams of @ep complete (or ended by their reader)? */
+static bool satisfied(struct endpoint *ep)
+{
+	for (int t = 0; t < NTAGS; t++) {
+		struct stream *st = ep->tags[t];
+
+		if (st && atomic_load(&st->end) != ENDED_RX &&
+		    (!atomic_load(&st->writer_done) ||
+		     atomic_load(&st->received) != atomic_load(&st->written)))
+			return false;
+	}
+	return true;
+}
+
+static void end_streams(struct endpoint *ep, enum stream_end how)
+{
+	for (int t = 0; t < NTAGS; t++)
+		if (ep->tags[t])
+			end_stream(ep->tags[t], how);
+}
+
+/* Close or shut down the reader's end, by the reader. The stream ends at
+ * what was read. After a shutdown the writer's end is shut down too, or a
+ * writer blocked on a reader that will never read would wait forever;
+ * after a close, the kernel must wake it up with an error.
+ */
+static void reader_fault(struct conn *c, enum fault f)
+{
+	pthread_mutex_lock(&c->lock);
+	end_streams(&c->ep, ENDED_RX);
+	if (f == F_CLOSE_RX) {
+		close(c->rx_fd);
+		c->rx_fd = -1;
+	} else {
+		shutdown(c->rx_fd, SHUT_RDWR);
+		if (c->tx_fd >= 0)
+			shutdown(c->tx_fd, SHUT_WR);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* One read as the endpoint's mode does it: bytes read, 0 at EOF, -1 with
+ * errno (EAGAIN: nothing this time).
+ */
+static ssize_t read_some(struct endpoint *ep, int epfd, uint8_t *buf, uint8_t *peek)
+{
+	size_t len = rnd_size(&ep->rnd);
+	struct epoll_event ev;
+	ssize_t n, m;
+
+	switch (ep->mode) {
+	case M_READ:
+		return read(ep->fd, buf, len);
+	case M_PEEK:
+		n = recv(ep->fd, peek, len, MSG_PEEK);
+		if (n <= 0)
+			return n;
+		count(peeks, 1);
+		m = read(ep->fd, buf, n);
+		if (m > 0 && memcmp(peek, buf, m)) {
+			fail("slot %d: read() returned other bytes than MSG_PEEK showed", ep->c->slot);
+			errno = EIO;
+			return -1;
+		}
+		if (m == 0) {
+			fail("slot %d: read() returned EOF after MSG_PEEK showed %zd bytes",
+			     ep->c->slot, n);
+			errno = EIO;
+			return -1;
+		}
+		return m;
+	default:
+		n = epoll_wait(epfd, &ev, 1, 200);
+		if (n <= 0) {
+			errno = n ? errno : EAGAIN;
+			return -1;
+		}
+		n = read(ep->fd, buf, len);
+		if (ep->mode == M_EPOLL_LT || n <= 0)
+			return n;
+		/* Edge-triggered: read until EAGAIN, or the next wake-up
+		 * may never come. Verify as we go (buf holds one read).
+		 */
+		while (n > 0) {
+			if (!verify(ep, buf, n))
+				return -1;
+			count(reads, 1);
+			n = read(ep->fd, buf, rnd_size(&ep->rnd));
+		}
+		if (n == 0)
+			return 0;
+		return -1; /* EAGAIN: all read and verified */
+	}
+}
+
+static void *reader(void *arg)
+{
+	struct endpoint *ep = arg;
+	struct conn *c = ep->c;
+	uint8_t *buf = malloc(MAX_WRITE), *peek = malloc(MAX_WRITE);
+	struct timeval tv = { .tv_usec = 200000 };
+	int epfd = -1;
+
+	atomic_store(&ep->tid, gettid());
+	ep->want = malloc(MAX_WRITE);
+	if (ep->mode >= M_EPOLL_LT) {
+		struct epoll_event ev = {
+			.events = EPOLLIN | EPOLLRDHUP | (ep->mode == M_EPOLL_ET ? EPOLLET : 0),
+		};
+
+		set_nonblock(ep->fd, true);
+		epfd = epoll_create1(0);
+		epoll_ctl(epfd, EPOLL_CTL_ADD, ep->fd, &ev);
+	} else {
+		setsockopt(ep->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	while (!atomic_load(&failed)) {
+		ssize_t n;
+
+		if (take_req(c, F_CLOSE_RX) || take_req(c, F_SHUT_RX))
+			break;
+		if (atomic_load(&stop_writers) && satisfied(ep))
+			break;
+		if (one_in(&ep->rnd, 50)) {
+			usleep(1000 * (1 + rnd(&ep->rnd) % 300));
+			count(stalls, 1);
+		}
+		n = read_some(ep, epfd, buf, peek);
+		if (n > 0) {
+			count(reads, 1);
+			if (!verify(ep, buf, n))
+				break;
+		} else if (n == 0) {
+			/* EOF: only after the writer's close or shutdown,
+			 * and after every byte it wrote.
+			 */
+			for (int t = 0; t < NTAGS; t++) {
+				struct stream *st = ep->tags[t];
+
+				if (st && atomic_load(&st->end) == RUNNING)
+					fail("stream %d (%s slot %d): EOF at offset %llu, but the writer did not close",
+					     st->id, role_name[c->role], c->slot,
+					     (unsigned long long)atomic_load(&st->received));
+			}
+			break;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			if (atomic_load(&ep->tags[0]->end) == RUNNING && !atomic_load(&failed))
+				fail("slot %d: read: %s", c->slot, strerror(errno));
+			break;
+		}
+	}
+	if (epfd >= 0)
+		close(epfd);
+	free(buf);
+	free(peek);
+	free(ep->want);
+	atomic_store(&ep->done, true);
+	return NULL;
+}
+
+/* ---- setting up slots ---- */
+
+static struct stream *new_stream(int tag, bool bounded)
+{
+	struct stream *st = calloc(1, sizeof(*st));
+
+	st->id = atomic_fetch_add(&next_stream_id, 1);
+	st->tag = tag;
+	st->salt = rnd_seed(0x57, st->id);
+	st->bounded = bounded;
+	atomic_store(&st->progress, now());
+	count(streams, 1);
+	return st;
+}
+
+static void route(int from_fd, int to_fd)
+{
+	struct sock_key from = key_of(from_fd), to = key_of(to_fd);
+
+	if (bpf_map_update_elem(routes_fd, &from, &to, BPF_ANY))
+		die("routes update");
+}
+
+/* A new connection (and stream) in slot @c; fan-in members after their
+ * target. Must be in the map (sockops) unless the program is detached:
+ * then it is, but without the sk_msg program.
+ */
+static void open_slot(struct conn *c)
+{
+	c->rnd = rnd_seed(c->slot, c->gen);
+	connect_pair(&c->tx_fd, &c->rx_fd);
+	if (!in_map(c->tx_fd) || !in_map(c->rx_fd)) {
+		fprintf(stderr, "sockmap_stress: slot %d: sockops did not insert the sockets\n", c->slot);
+		exit(2);
+	}
+	c->tx_key = key_of(c->tx_fd);
+	atomic_store(&c->req, -1);
+	atomic_store(&c->hold, false);
+	atomic_store(&c->tx_deleted, false);
+	atomic_store(&c->writer_exited, false);
+	memset(&c->ep, 0, sizeof(c->ep));
+	c->ep.c = c;
+	c->ep.rnd = rnd_seed(c->slot + 1000, c->gen);
+	c->ep.mode = rnd(&c->ep.rnd) % NMODES;
+	c->has_reader = true;
+	switch (c->role) {
+	case PAIR:
+		c->st = new_stream(0, false);
+		c->ep.fd = c->rx_fd;
+		c->ep.tags[0] = c->st;
+		break;
+	case NEVER:
+		c->st = new_stream(0, true);
+		c->has_reader = false;
+		break;
+	case SELF:
+		c->st = new_stream(0, false);
+		route(c->tx_fd, c->tx_fd);
+		c->ep.fd = c->tx_fd;
+		c->ep.mode %= 2; /* read or peek: epoll would make the writer's file non-blocking */
+		c->ep.tags[0] = c->st;
+		break;
+	case FANIN:
+		c->st = new_stream(c->target ? (int)(c - c->target) : 0, false);
+		if (c->target) {
+			route(c->tx_fd, c->target->rx_fd);
+			c->target->ep.tags[c->st->tag] = c->st;
+			c->has_reader = false;
+			/* The server end of a fan-in sender gets nothing:
+			 * anything that arrives there fails the run.
+			 */
+		} else {
+			c->ep.fd = c->rx_fd;
+			c->ep.tags[0] = c->st;
+		}
+		break;
+	}
+}
+
+static void start_slot(struct conn *c)
+{
+	pthread_create(&c->writer, NULL, writer, c);
+	if (c->has_reader)
+		pthread_create(&c->ep.thread, NULL, reader, &c->ep);
+}
+
+/* A pair slot whose stream ended: when both its threads are done, close
+ * it and connect anew.
+ */
+static void recycle(struct conn *c)
+{
+	if (!atomic_load(&c->writer_exited) || !atomic_load(&c->ep.done))
+		return;
+	pthread_join(c->writer, NULL);
+	pthread_join(c->ep.thread, NULL);
+	if (atomic_load(&c->st->end) == ENDED_TX &&
+	    atomic_load(&c->st->received) != atomic_load(&c->st->written))
+		fail("stream %d (slot %d): the writer closed after %llu bytes, the reader got %llu before EOF",
+		     c->st->id, c->slot, (unsigned long long)atomic_load(&c->st->written),
+		     (unsigned long long)atomic_load(&c->st->received));
+	if (atomic_load(&failed))
+		return;
+	pthread_mutex_lock(&slots_lock);
+	if (c->tx_fd >= 0)
+		close(c->tx_fd);
+	if (c->rx_fd >= 0)
+		close(c->rx_fd);
+	free(c->st);
+	c->gen++;
+	open_slot(c);
+	pthread_mutex_unlock(&slots_lock);
+	count(reconnects, 1);
+	start_slot(c);
+}
+
+/* ---- faults ---- */
+
+/* Put the writer back into the map once its reader has everything it
+ * wrote over plain TCP: redirected bytes would otherwise overtake the
+ * TCP bytes still queued (by design, in every kernel).
+ */
+static void reinsert(struct conn *c)
+{
+	struct stream *st = c->st;
+	double until = now() + 5;
+
+	atomic_store(&c->hold, true);
+	while (atomic_load(&c->in_write) && now() < until)
+		usleep(1000);
+	while (atomic_load(&st->received) != atomic_load(&st->written) && now() < until &&
+	       atomic_load(&st->end) == RUNNING)
+		usleep(1000);
+	if (!atomic_load(&c->in_write) && atomic_load(&st->end) == RUNNING &&
+	    atomic_load(&st->received) == atomic_load(&st->written)) {
+		pthread_mutex_lock(&c->lock);
+		if (c->tx_fd >= 0) {
+			uint64_t fd = c->tx_fd;
+
+			if (bpf_map_update_elem(map_fd, &c->tx_key, &fd, BPF_ANY))
+				fail("slot %d: re-insert: %s", c->slot, strerror(errno));
+			atomic_store(&c->tx_deleted, false);
+			count(faults[F_REINSERT_TX], 1);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	atomic_store(&c->hold, false);
+}
+
+static void request(struct conn *c, enum fault f)
+{
+	int none = -1;
+
+	if (atomic_compare_exchange_strong(&c->req, &none, f))
+		count(faults[f], 1);
+}
+
+static void inject(uint64_t *r)
+{
+	enum fault f = rnd(r) % NFAULTS;
+	struct conn *c = &conns[rnd(r) % opt.conns];
+
+	if (f == F_DETACH || f == F_ATTACH) {
+		bool on = atomic_load(&msg_prog_attached);
+
+		if (on)
+			bpf_prog_detach2(msg_prog_fd, map_fd, BPF_SK_MSG_VERDICT);
+		else if (bpf_prog_attach(msg_prog_fd, map_fd, BPF_SK_MSG_VERDICT, 0))
+			fail("re-attach sk_msg: %s", strerror(errno));
+		atomic_store(&msg_prog_attached, !on);
+		count(faults[on ? F_DETACH : F_ATTACH], 1);
+		return;
+	}
+	/* Faults hit pair slots; fan-in extra senders can lose their writer. */
+	if (atomic_load(&c->st->end) != RUNNING)
+		return;
+	if (c->role == FANIN && c->target && (f == F_CLOSE_TX || f == F_SHUT_TX)) {
+		request(c, f);
+		return;
+	}
+	if (c->role != PAIR)
+		return;
+	switch (f) {
+	case F_DELETE_TX:
+	case F_REINSERT_TX:
+		if (atomic_load(&c->tx_deleted)) {
+			reinsert(c);
+		} else if (bpf_map_delete_elem(map_fd, &c->tx_key) == 0) {
+			atomic_store(&c->tx_deleted, true);
+			count(faults[F_DELETE_TX], 1);
+		} else {
+			fail("slot %d: map delete: %s", c->slot, strerror(errno));
+		}
+		break;
+	default:
+		request(c, f);
+	}
+}
+
+static atomic_bool injector_stop;
+
+static void *injector(void *arg)
+{
+	uint64_t r = rnd_seed(0xfa, 0);
+
+	(void)arg;
+	while (!atomic_load(&injector_stop) && !atomic_load(&failed)) {
+		usleep(1000 * (100 + rnd(&r) % 700));
+		if (opt.faults)
+			inject(&r);
+		for (unsigned int i = 0; i < opt.conns; i++)
+			if (conns[i].role == PAIR && atomic_load(&conns[i].st->end) != RUNNING)
+				recycle(&conns[i]);
+	}
+	return NULL;
+}
+
+/* ---- watchdog ---- */
+
+/* Where a thread of ours is in the kernel, if it still runs. */
+static void dump_kstack(const char *who, int tid)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stack", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	msg("    %s (thread %d) kernel stack:", who, tid);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		msg("      %s", line);
+	}
+	fclose(f);
+}
+
+static void dump_stream(struct conn *c, bool stacks)
+{
+	struct stream *st = c->st;
+	/* Whose reader reads this stream (fan-in: the target's). */
+	struct conn *rc = c->role == FANIN && c->target ? c->target : c;
+	int inq = -1, outq = -1;
+
+	pthread_mutex_lock(&rc->lock);
+	if (rc->has_reader && (c->role == SELF ? c->tx_fd : rc->rx_fd) >= 0)
+		ioctl(rc->ep.fd, SIOCINQ, &inq);
+	pthread_mutex_unlock(&rc->lock);
+	pthread_mutex_lock(&c->lock);
+	if (c->tx_fd >= 0)
+		ioctl(c->tx_fd, SIOCOUTQ, &outq);
+	pthread_mutex_unlock(&c->lock);
+	msg("  slot %d %s stream %d: written %llu received %llu end %d, writer %s%s, reader (slot %d) %s %s, FIONREAD %d, outq %d, writer in map %s, no progress for %.1fs",
+	    c->slot, role_name[c->role], st->id, (unsigned long long)atomic_load(&st->written),
+	    (unsigned long long)atomic_load(&st->received), atomic_load(&st->end),
+	    atomic_load(&st->writer_done) ? "done" : "running",
+	    atomic_load(&c->in_write) ? " (in a write)" : "", rc->slot,
+	    rc->has_reader ? mode_name[rc->ep.mode] : "-",
+	    rc->has_reader ? (atomic_load(&rc->ep.done) ? "done" : "running") : "",
+	    inq, outq, atomic_load(&c->tx_deleted) ? "no" : "yes",
+	    now() - atomic_load(&st->progress));
+	if (stacks && !atomic_load(&c->writer_exited))
+		dump_kstack("writer", atomic_load(&c->writer_tid));
+	if (stacks && rc->has_reader && !atomic_load(&rc->ep.done))
+		dump_kstack("reader", atomic_load(&rc->ep.tid));
+}
+
+/* A stream stalls when it has made no progress for --stall-timeout
+ * seconds although it should: bytes written and not read, or a writer
+ * still running (except a never-read stream, whose writer must block).
+ */
+static bool stalled(struct conn *c)
+{
+	struct stream *st = c->st;
+	bool busy;
+
+	if (atomic_load(&st->end) == ENDED_RX)
+		busy = !atomic_load(&st->writer_done); /* must get an error */
+	else if (st->bounded)
+		busy = false;
+	else
+		busy = !atomic_load(&st->writer_done) ||
+		       atomic_load(&st->received) != atomic_load(&st->written);
+	return busy && now() - atomic_load(&st->progress) > opt.stall_timeout;
+}
+
+static bool watchdog(void)
+{
+	bool stall = false;
+
+	pthread_mutex_lock(&slots_lock);
+	for (unsigned int i = 0; i < opt.conns; i++) {
+		if (stalled(&conns[i])) {
+			if (!stall)
+				msg("FAIL: stall: no progress for %us on:", opt.stall_timeout);
+			stall = true;
+			dump_stream(&conns[i], true);
+		}
+	}
+	if (stall) {
+		msg("the other slots:");
+		for (unsigned int i = 0; i < opt.conns; i++)
+			if (!stalled(&conns[i]))
+				dump_stream(&conns[i], false);
+		atomic_store(&failed, true);
+		atomic_store(&stop_writers, true);
+	}
+	pthread_mutex_unlock(&slots_lock);
+	return stall;
+}
+
+/* ---- memory baseline ---- */
+
+struct mem {
+	long sk_msg;		/* active objects in the sk_msg cache, -1 if none */
+	long tcp_inuse, tcp_mem; /* /proc/net/sockstat */
+};
+
+static struct mem mem_now(void)
+{
+	struct mem m = { .sk_msg = -1, .tcp_inuse = -1, .tcp_mem = -1 };
+	char line[512];
+	FILE *f;
+
+	/* Flush the per-CPU slabs, or freed objects still count as active. */
+	f = fopen("/sys/kernel/slab/sk_msg/shrink", "w");
+	if (f) {
+		fputs("1\n", f);
+		fclose(f);
+	}
+	f = fopen("/proc/slabinfo", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "sk_msg ", 7))
+			sscanf(line + 7, "%ld", &m.sk_msg);
+	if (f)
+		fclose(f);
+	f = fopen("/proc/net/sockstat", "r");
+	while (f && fgets(line, sizeof(line), f))
+		sscanf(line, "TCP: inuse %ld orphan %*d tw %*d alloc %*d mem %ld",
+		       &m.tcp_inuse, &m.tcp_mem);
+	if (f)
+		fclose(f);
+	return m;
+}
+
+/* Wait up to 60 s for memory to come back (psocks go away through RCU and
+ * a workqueue; sockets through their close).
+ */
+static void check_memory(struct mem base)
+{
+	struct mem m = mem_now();
+	double until = now() + 60;
+	long slack = 0;
+	FILE *f;
+
+	/* Each CPU may keep up to net.core.mem_pcpu_rsv pages of TCP memory
+	 * charged in advance (not yet returned to the global count).
+	 */
+	f = fopen("/proc/sys/net/core/mem_pcpu_rsv", "r");
+	if (f && fscanf(f, "%ld", &slack) == 1)
+		slack *= sysconf(_SC_NPROCESSORS_ONLN);
+	if (f)
+		fclose(f);
+	while ((m.sk_msg > base.sk_msg || m.tcp_inuse > base.tcp_inuse ||
+		m.tcp_mem > base.tcp_mem + slack) && now() < until) {
+		usleep(200000);
+		m = mem_now();
+	}
+	if (base.sk_msg < 0)
+		unit("sk_msg slab back to baseline", 2, "no sk_msg cache in /proc/slabinfo (kernel without the series?)");
+	else
+		unit("sk_msg slab back to baseline", m.sk_msg > base.sk_msg,
+		     "active objects: %ld before, %ld after", base.sk_msg, m.sk_msg);
+	unit("sockstat back to baseline", m.tcp_inuse > base.tcp_inuse || m.tcp_mem > base.tcp_mem + slack,
+	     "TCP inuse %ld -> %ld, mem %ld -> %ld pages (per-CPU reserves: up to %ld)",
+	     base.tcp_inuse, m.tcp_inuse, base.tcp_mem, m.tcp_mem, slack);
+}
+
+/* The figures so far: every minute, and at the end. */
+static void report_totals(void)
+{
+	char faults[256];
+	int len = 0;
+
+	for (int f = 0; f < NFAULTS; f++)
+		len += snprintf(faults + len, sizeof(faults) - len, "%s%s %llu", f ? ", " : "",
+				fault_name[f], (unsigned long long)total.faults[f]);
+	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu), EAGAIN %llu, EACCES %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
+	    (unsigned long long)total.streams, (unsigned long long)total.written,
+	    (unsigned long long)total.verified, (unsigned long long)total.writes,
+	    (unsigned long long)total.reads, (unsigned long long)total.peeks,
+	    (unsigned long long)total.eagain, (unsigned long long)total.eacces,
+	    (unsigned long long)total.toggles, (unsigned long long)total.stalls,
+	    (unsigned long long)total.reconnects);
+	msg("faults: %s", faults);
+	msg("sk_msg verdicts: redirect %llu msgs %llu bytes, drop (target gone) %llu msgs %llu bytes",
+	    (unsigned long long)bpf_stat(STAT_REDIR_MSGS), (unsigned long long)bpf_stat(STAT_REDIR_BYTES),
+	    (unsigned long long)bpf_stat(STAT_DROP_MSGS), (unsigned long long)bpf_stat(STAT_DROP_BYTES));
+}
+
+/* ---- main ---- */
+
+static void usage(int status)
+{
+	printf("usage: sockmap_stress [--duration SECS] [--seed N] [--conns N] [--stall-timeout SECS]\n"
+	       "                      [--no-faults] [--corrupt] [--bpf-obj FILE]\n"
+	       "  --duration       how long the writers write (default 120)\n"
+	       "  --seed           replay the random choices of a run (default: from the clock)\n"
+	       "  --conns          connection slots, at least 8 (default 16)\n"
+	       "  --stall-timeout  seconds without progress that fail the run (default 60)\n"
+	       "  --no-faults      no closes, shutdowns, map deletions or detaches\n"
+	       "  --corrupt        self-test: flip a bit of the received data; the run must fail\n"
+	       "  --bpf-obj        the BPF object (default: sockmap_stress.bpf.o beside the program)\n");
+	exit(status);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "duration", 1, NULL, 'd' }, { "seed", 1, NULL, 's' },
+		{ "conns", 1, NULL, 'n' }, { "stall-timeout", 1, NULL, 't' },
+		{ "no-faults", 0, NULL, 'F' }, { "corrupt", 0, NULL, 'C' },
+		{ "bpf-obj", 1, NULL, 'o' }, { "help", 0, NULL, 'h' }, { 0 }
+	};
+	static char obj[PATH_MAX];
+	int o;
+
+	opt.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (o) {
+		case 'd': opt.duration = strtoul(optarg, NULL, 0); break;
+		case 's': opt.seed = strtoull(optarg, NULL, 0); break;
+		case 'n': opt.conns = strtoul(optarg, NULL, 0); break;
+		case 't': opt.stall_timeout = strtoul(optarg, NULL, 0); break;
+		case 'F': opt.faults = false; break;
+		case 'C': opt.corrupt = true; break;
+		case 'o': opt.bpf_obj = optarg; break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (optind != argc || opt.conns < 8 || !opt.duration || !opt.stall_timeout)
+		usage(2);
+	if (!opt.bpf_obj) {
+		ssize_t n = readlink("/proc/self/exe", obj, sizeof(obj) - 32);
+
+		if (n < 0)
+			die("/proc/self/exe");
+		obj[n] = 0;
+		strcpy(strrchr(obj, '/') + 1, "sockmap_stress.bpf.o");
+		opt.bpf_obj = obj;
+	}
+}
+
+/* Slots come in blocks of 8: pair, pair, pair, self, 3 fan-in, never;
+ * what is left over after the last whole block are pairs.
+ */
+static void make_slots(void)
+{
+	static const enum role block[8] = { PAIR, PAIR, PAIR, SELF, FANIN, FANIN, FANIN, NEVER };
+
+	conns = calloc(opt.conns, sizeof(*conns));
+	for (unsigned int i = 0; i < opt.conns; i++) {
+		struct conn *c = &conns[i];
+
+		c->slot = i;
+		c->role = i < opt.conns / 8 * 8 ? block[i % 8] : PAIR;
+		if (c->role == FANIN && i % 8 != 4)
+			c->target = &conns[i - i % 8 + 4];
+		pthread_mutex_init(&c->lock, NULL);
+		open_slot(c);
+	}
+	for (unsigned int i = 0; i < opt.conns; i++)
+		start_slot(&conns[i]);
+}
+
+static void check_bound(void)
+{
+	for (unsigned int i = 0; i < opt.conns; i++) {
+		struct conn *c = &conns[i];
+		int rcv = 0, snd = 0;
+		socklen_t len = sizeof(int);
+		uint64_t w = atomic_load(&c->st->written), bound;
+		char name[32];
+
+		if (c->role != NEVER)
+			continue;
+		getsockopt(c->rx_fd, SOL_SOCKET, SO_RCVBUF, &rcv, &len);
+		getsockopt(c->tx_fd, SOL_SOCKET, SO_SNDBUF, &snd, &len);
+		bound = (uint64_t)rcv + snd + MAX_WRITE;
+		snprintf(name, sizeof(name), "backpressure slot %u", i);
+		unit(name, w > bound,
+		     "a writer whose reader never reads got %llu bytes in (bound: rcvbuf %d + sndbuf %d + %d)",
+		     (unsigned long long)w, rcv, snd, MAX_WRITE);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	uint64_t r, redir_bytes;
+	struct mem base;
+	pthread_t inj;
+	double end;
+	int cg;
+
+	parse_args(argc, argv);
+	t0 = now();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	msg("seed %llu, %u connections, %us, stall timeout %us, faults %s%s",
+	    (unsigned long long)opt.seed, opt.conns, opt.duration, opt.stall_timeout,
+	    opt.faults ? "on" : "off", opt.corrupt ? ", --corrupt (this run must fail)" : "");
+	r = rnd_seed(0x9a7, 0);
+	for (size_t i = 0; i < sizeof(pattern); i++)
+		pattern[i] = rnd(&r);
+
+	base = mem_now();
+	cg = bpf_setup();
+	listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(listen_fd, 64))
+		die("listen");
+	make_slots();
+	pthread_create(&inj, NULL, injector, NULL);
+
+	end = now() + opt.duration;
+	for (double next = now() + 60; now() < end && !atomic_load(&failed) && !watchdog();) {
+		usleep(250000);
+		if (now() > next) {
+			report_totals();
+			next += 60;
+		}
+	}
+	msg("stopping the writers");
+	atomic_store(&injector_stop, true);
+	pthread_join(inj, NULL);
+	atomic_store(&stop_writers, true);
+	/* Wake the never-read writers, which must be blocked by now. */
+	for (unsigned int i = 0; i < opt.conns; i++)
+		if (conns[i].role == NEVER)
+			shutdown(conns[i].tx_fd, SHUT_WR);
+	/* The readers drain what was written; the watchdog watches them. */
+	for (bool busy = true; busy && !atomic_load(&failed);) {
+		busy = false;
+		for (unsigned int i = 0; i < opt.conns; i++)
+			busy |= !atomic_load(&conns[i].writer_exited) ||
+				(conns[i].has_reader && !atomic_load(&conns[i].ep.done));
+		if (busy && !watchdog())
+			usleep(100000);
+	}
+	if (atomic_load(&failed)) {
+		/* Threads may be stuck in the kernel: no clean-up, no memory
+		 * check; the kernel log tells the rest.
+		 */
+		unit("bytes verified", 1, "%llu bytes verified before the failure above",
+		     (unsigned long long)atomic_load(&total.verified));
+		printf("%d passed, %d failed, %d skipped\n", units[0], units[1], units[2]);
+		return 1;
+	}
+	for (unsigned int i = 0; i < opt.conns; i++) {
+		pthread_join(conns[i].writer, NULL);
+		if (conns[i].has_reader)
+			pthread_join(conns[i].ep.thread, NULL);
+	}
+
+	report_totals();
+	redir_bytes = bpf_stat(STAT_REDIR_BYTES);
+	unit("redirect path taken", redir_bytes == 0, "%llu bytes redirected to ingress",
+	     (unsigned long long)redir_bytes);
+	unit("bytes verified", 0, "%llu streams, %llu bytes, no loss, duplication or reordering",
+	     (unsigned long long)total.streams, (unsigned long long)total.verified);
+	unit("no stall", 0, "none for %us", opt.stall_timeout);
+	check_bound();
+
+	for (unsigned int i = 0; i < opt.conns; i++) {
+		if (conns[i].tx_fd >= 0)
+			close(conns[i].tx_fd);
+		if (conns[i].rx_fd >= 0)
+			close(conns[i].rx_fd);
+	}
+	close(listen_fd);
+	close(cg);
+	check_memory(base);
+	printf("%d passed, %d failed, %d skipped\n", units[0], units[1], units[2]);
+	return units[1] ? 1 : 0;
+}
