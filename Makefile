@@ -37,10 +37,11 @@ check-all: deps tree
 series-check: deps tree
 	$(S)/check-series.sh
 
-## bench          vanilla vs patched benchmark (not written yet: fails)
-bench:
-	@echo "make bench: the benchmark is not written yet (issue 4); no numbers to report" >&2
-	@exit 1
+## bench          vanilla vs patched benchmark (bench kernels, booted
+##                alternately): results/<date>/; QUICK=1: one size, one
+##                repetition, build/results/bench-quick/ (what CI runs)
+bench: deps tree
+	$(S)/bench.sh $(if $(QUICK),--quick)
 
 ## deps           install the Debian packages the workbench needs (root)
 deps:

@@ -11,6 +11,8 @@ pkgs=(
 	clang-22 llvm-22 lld-22 rsync openssl libcap-dev libzstd-dev zlib1g-dev pkg-config
 	# guest
 	qemu-system-x86 busybox-static iproute2
+	# benchmark: workloads, our BPF loader, plots
+	iperf3 sockperf libbpf-dev bpftool python3-matplotlib
 )
 missing=()
 for p in "${pkgs[@]}"; do
