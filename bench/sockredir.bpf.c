@@ -48,10 +48,11 @@ struct {
 SEC("sockops")
 int add_established(struct bpf_sock_ops *skops)
 {
+	struct bpf_sock *sk = skops->sk;
 	struct flow_key key;
 	__u32 *role;
 
-	if (skops->family != AF_INET || !skops->sk)
+	if (skops->family != AF_INET || !sk)
 		return 1;
 	switch (skops->op) {
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -60,7 +61,7 @@ int add_established(struct bpf_sock_ops *skops)
 	default:
 		return 1;
 	}
-	role = bpf_sk_storage_get(&roles, skops->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	role = bpf_sk_storage_get(&roles, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!role)
 		return 1;
 	*role = skops->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB ? ROLE_CONNECTED : ROLE_ACCEPTED;
