@@ -1,4 +1,5 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
+# (Debian's python: the one python3-matplotlib is installed for.)
 """Summarise a benchmark run: bench-report.py DIR
 
 Reads DIR/raw/*.json (one per boot, from guest/bench.py) and writes
@@ -29,6 +30,13 @@ def size_label(n):
     return str(n)
 
 
+def num(x):
+    """Three significant digits, without exponents."""
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}" if abs(x) >= 0.001 else f"{x:.2g}"
+
+
 class Stat:
     def __init__(self, values):
         self.values = values
@@ -39,9 +47,12 @@ class Stat:
     def rel_sd(self):
         return self.sd / self.mean if self.mean else 0.0
 
-    def fmt(self, digits=3):
-        m = f"{self.mean:.{digits}g}"
-        return m if self.n < 2 else f"{m} ±{self.sd:.2g}"
+    def fmt(self):
+        m = num(self.mean)
+        if self.n < 2:
+            return m
+        sd = f"{self.sd:.0f}" if self.sd >= 10 else f"{self.sd:.2g}"
+        return f"{m} ±{sd}"
 
 
 def ratio(a, b):
@@ -126,10 +137,10 @@ def main():
             w(f"| {name} | " + " | ".join(cell(s) for s in sizes_) + " |")
         w("")
 
-    def cell_stat(workload, system, variant, metric, digits=3):
+    def cell_stat(workload, system, variant, metric):
         def f(s):
             st = stat(workload, system, s, variant, metric)
-            return st.fmt(digits) if st else "missing"
+            return st.fmt() if st else "missing"
         return f
 
     def cell_cmp(workload, sys_a, var_a, sys_b, var_b, metric, fmt=fmt_ratio):
@@ -270,6 +281,7 @@ def plots(d, stat, ts, ls):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     def plot(fname, title, ylabel, sizes_, series):
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -281,6 +293,8 @@ def plots(d, stat, ts, ls):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes_, [size_label(s) for s in sizes_])
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
         ax.set_title(title + " (QEMU TCG: compare ratios only)")
