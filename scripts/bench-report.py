@@ -281,7 +281,7 @@ def plots(d, stat, ts, ls):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     def plot(fname, title, ylabel, sizes_, series):
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -293,7 +293,7 @@ def plots(d, stat, ts, ls):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes_, [size_label(s) for s in sizes_])
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
