@@ -159,6 +159,8 @@ def checked(system, workload, redirector, rec):
     problems = []
     if payload <= 0:
         problems.append("no payload moved")
+    if rec.get("flows", 1) > rec.get("transactions", rec.get("flows", 1)):
+        problems.append("fewer transactions than flows: not every flow ran")
     if system == "sockmap":
         if proof["bpf_redirected_bytes"] < payload:
             problems.append("fewer bytes redirected than the workload moved")
