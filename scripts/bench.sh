@@ -3,7 +3,7 @@
 #   bench.sh [--quick] [--reps N] [--out DIR]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
 # and the selftests' bench binary, then boots vanilla, patched, vanilla,
-# patched, ... (N repetitions each; full: 3, quick: 1) and runs guest/bench.py
+# patched, ... (N repetitions each; full: 4, quick: 1) and runs guest/bench.py
 # in each boot. Full mode writes results/<date>/ (raw/*.json, one per boot,
 # report.md, *.png); quick mode (one size, short runs, one repetition)
 # writes build/results/bench-quick/. Every measurement proves that its bytes
@@ -24,7 +24,7 @@ if [ "$mode" = quick ]; then
 	out=${out:-$BUILD/results/bench-quick}
 	rm -rf "$out"
 else
-	reps=${reps:-3}
+	reps=${reps:-4}
 	out=${out:-$TOP/results/$(date +%Y-%m-%d-%H%M)}
 fi
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "--reps wants a positive number"
