@@ -307,9 +307,10 @@ def bench_sockmap(bench, seconds, cg):
     if not rates:
         raise BenchError(f"bench printed no Rcv Speed:\n{out[-3000:]}")
     m = re.search(r"Summary: total trans\s+([\d.]+) MB", out)
+    if not m or not float(m.group(1)) or not any(rates):
+        raise BenchError(f"bench moved nothing:\n{out[-3000:]}")
     return {"rcv_mb_s": sum(rates) / len(rates), "rcv_mb_s_per_iteration": rates,
-            "payload_bytes": int(float(m.group(1)) * 1e6) if m else 0,
-            "output_tail": out[-1500:]}
+            "payload_bytes": int(float(m.group(1)) * 1e6), "output_tail": out[-1500:]}
 
 
 def guest_info():
