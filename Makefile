@@ -45,10 +45,11 @@ stress: deps
 	$(S)/stress.sh $(if $(KERNEL),--kernel $(KERNEL)) $(if $(DURATION),--duration $(DURATION)) \
 		$(if $(SEED),--seed $(SEED))
 
-## bench          vanilla vs patched benchmark (not written yet: fails)
-bench:
-	@echo "make bench: the benchmark is not written yet (issue 4); no numbers to report" >&2
-	@exit 1
+## bench          vanilla vs patched benchmark (bench kernels, booted
+##                alternately): results/<date>/; QUICK=1: one size, one
+##                repetition, build/results/bench-quick/ (a smoke test)
+bench: deps tree
+	$(S)/bench.sh $(if $(QUICK),--quick)
 
 ## deps           install the Debian packages the workbench needs (root)
 deps:

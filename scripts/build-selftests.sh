@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build the BPF selftests we run from a tree: build-selftests.sh CONFIG VARIANT
+# Build the BPF selftests we run from a tree:
+#   build-selftests.sh CONFIG VARIANT [TARGET...]
+# TARGETs default to test_progs, test_sockmap and bench.
 # Uses the tree's own tools/testing/selftests/bpf/Makefile with clang-22,
 # against the BTF of the kernel built for CONFIG/VARIANT. Output goes to
 # out-CONFIG/selftests in that tree; make keeps it incremental.
@@ -12,7 +14,9 @@ kout=$(out_for "$variant" "$config")
 out=$kout/selftests
 [ -f "$kout/vmlinux" ] || die "no kernel at $kout: build it first"
 
-targets=(test_progs test_sockmap bench)
+shift 2
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(test_progs test_sockmap bench)
 export PATH=/usr/lib/llvm-22/bin:$PATH
 command -v clang >/dev/null || die "clang-22 is missing (make deps)"
 setup_ccache

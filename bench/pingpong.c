@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Request/response over TCP or Unix stream sockets.
+ *
+ *   pingpong server ADDR [FLOWS]
+ *   pingpong client ADDR SIZE SECONDS [FLOWS]
+ *
+ * ADDR is IPV4:PORT or, for a Unix socket, a path (starting with '/').
+ * The server echoes every byte it receives; it prints "listening" once it
+ * accepts connections and exits when FLOWS (default 1) connections have
+ * come and gone. The client opens FLOWS connections, keeps one SIZE-byte
+ * request outstanding on each (the next goes once the whole response is
+ * back) for SECONDS, and prints one JSON line:
+ *   {"flows": F, "size": S, "seconds": T, "transactions": N, "tps": N/T,
+ *    "bytes": 2*S*N, "latency_us": {"mean": .., "p50": .., "p99": .., "max": ..}}
+ * latency_us is half the round trip, as sockperf reports it; it is given
+ * for a single flow only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SIZE (1 << 20)
+
+static void die(const char *what)
+{
+	fprintf(stderr, "pingpong: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Fills *ss from ADDR; returns its length. */
+static socklen_t parse_addr(const char *addr, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (addr[0] == '/') {
+		struct sockaddr_un *un = (struct sockaddr_un *)ss;
+
+		if (strlen(addr) >= sizeof(un->sun_path)) {
+			fprintf(stderr, "pingpong: path too long: %s\n", addr);
+			exit(2);
+		}
+		un->sun_family = AF_UNIX;
+		strcpy(un->sun_path, addr);
+		return sizeof(*un);
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		char host[64];
+		const char *colon = strrchr(addr, ':');
+
+		if (!colon || colon - addr >= (long)sizeof(host)) {
+			fprintf(stderr, "pingpong: want IPV4:PORT or /path, not %s\n", addr);
+			exit(2);
+		}
+		memcpy(host, addr, colon - addr);
+		host[colon - addr] = 0;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(atoi(colon + 1));
+		if (inet_pton(AF_INET, host, &in->sin_addr) != 1) {
+			fprintf(stderr, "pingpong: bad address %s\n", host);
+			exit(2);
+		}
+		return sizeof(*in);
+	}
+}
+
+static void set_nodelay(int fd, int family)
+{
+	int one = 1;
+
+	if (family == AF_INET && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+		die("TCP_NODELAY");
+}
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("write");
+		}
+		buf += n;
+		len -= n;
+	}
+}
+
+static int server(const char *addr, long flows)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = parse_addr(addr, &ss);
+	struct epoll_event ev, evs[256];
+	long accepted = 0, open_conns = 0;
+	int lfd, ep, one = 1, i;
+	char *buf = malloc(MAX_SIZE);
+
+	if (!buf)
+		die("malloc");
+	lfd = socket(ss.ss_family, SOCK_STREAM, 0);
+	if (lfd < 0)
+		die("socket");
+	if (ss.ss_family == AF_UNIX)
+		unlink(addr);
+	else if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		die("SO_REUSEADDR");
+	if (bind(lfd, (struct sockaddr *)&ss, len) || listen(lfd, 4096))
+		die("bind/listen");
+	ep = epoll_create1(0);
+	if (ep < 0)
+		die("epoll_create1");
+	ev.events = EPOLLIN;
+	ev.data.fd = lfd;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev))
+		die("epoll_ctl");
+	printf("listening\n");
+	fflush(stdout);
+
+	while (accepted < flows || open_conns) {
+		int n = epoll_wait(ep, evs, 256, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("epoll_wait");
+		}
+		for (i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			ssize_t got;
+
+			if (fd == lfd) {
+				int c = accept(lfd, NULL, NULL);
+
+				if (c < 0)
+					die("accept");
+				set_nodelay(c, ss.ss_family);
+				ev.events = EPOLLIN;
+				ev.data.fd = c;
+				if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))
+					die("epoll_ctl");
+				accepted++;
+				open_conns++;
+				if (accepted == flows)
+					epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+				continue;
+			}
+			got = read(fd, buf, MAX_SIZE);
+			if (got < 0 && errno != ECONNRESET)
+				die("read");
+			if (got <= 0) {
+				close(fd);
+				open_conns--;
+				continue;
+			}
+			write_all(fd, buf, got);
+		}
+	}
+	if (ss.ss_family == AF_UNIX)
+		unlink(addr);
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct flow {
+	int fd;
+	long got;
+	uint64_t sent_at;
+};
+
+static int client(const char *addr, long size, double seconds, long flows)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = parse_addr(addr, &ss);
+	struct flow *fl = calloc(flows, sizeof(*fl));
+	struct epoll_event ev, evs[256];
+	char *buf = malloc(MAX_SIZE);
+	uint64_t start, end, deadline, *rtt = NULL, cap = 0, sum = 0;
+	long nrtt = 0, transactions = 0, i;
+	int ep;
+
+	if (!fl || !buf)
+		die("malloc");
+	memset(buf, 'x', MAX_SIZE);
+	ep = epoll_create1(0);
+	if (ep < 0)
+		die("epoll_create1");
+	for (i = 0; i < flows; i++) {
+		fl[i].fd = socket(ss.ss_family, SOCK_STREAM, 0);
+		if (fl[i].fd < 0)
+			die("socket");
+		if (connect(fl[i].fd, (struct sockaddr *)&ss, len))
+			die("connect");
+		set_nodelay(fl[i].fd, ss.ss_family);
+		ev.events = EPOLLIN;
+		ev.data.u64 = i;
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fl[i].fd, &ev))
+			die("epoll_ctl");
+	}
+
+	start = now_ns();
+	deadline = start + (uint64_t)(seconds * 1e9);
+	for (i = 0; i < flows; i++) {
+		fl[i].sent_at = now_ns();
+		write_all(fl[i].fd, buf, size);
+	}
+	for (;;) {
+		int n = flows == 1 ? 1 : epoll_wait(ep, evs, 256, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("epoll_wait");
+		}
+		for (int k = 0; k < n; k++) {
+			/* One flow: blocking reads, no epoll in the round trip. */
+			struct flow *f = &fl[flows == 1 ? 0 : evs[k].data.u64];
+			ssize_t got = read(f->fd, buf, size - f->got);
+			uint64_t t;
+
+			if (got <= 0) {
+				if (got < 0 && errno == EINTR)
+					continue;
+				if (got == 0)
+					errno = ECONNRESET;
+				die("read");
+			}
+			f->got += got;
+			if (f->got < size)
+				continue;
+			t = now_ns();
+			f->got = 0;
+			transactions++;
+			if (flows == 1) {
+				if (nrtt == (long)cap) {
+					cap = cap ? 2 * cap : 1 << 16;
+					rtt = realloc(rtt, cap * sizeof(*rtt));
+					if (!rtt)
+						die("realloc");
+				}
+				rtt[nrtt++] = t - f->sent_at;
+				sum += t - f->sent_at;
+			}
+			if (t >= deadline)
+				goto done;
+			f->sent_at = t;
+			write_all(f->fd, buf, size);
+		}
+	}
+done:
+	end = now_ns();
+	printf("{\"flows\": %ld, \"size\": %ld, \"seconds\": %.6f, \"transactions\": %ld, "
+	       "\"tps\": %.1f, \"bytes\": %lld",
+	       flows, size, (end - start) / 1e9, transactions,
+	       transactions / ((end - start) / 1e9), 2LL * size * transactions);
+	if (nrtt) {
+		qsort(rtt, nrtt, sizeof(*rtt), cmp_u64);
+		printf(", \"latency_us\": {\"mean\": %.3f, \"p50\": %.3f, \"p99\": %.3f, \"max\": %.3f}",
+		       sum / 2e3 / nrtt, rtt[nrtt / 2] / 2e3, rtt[nrtt * 99 / 100] / 2e3,
+		       rtt[nrtt - 1] / 2e3);
+	}
+	printf("}\n");
+	for (i = 0; i < flows; i++)
+		close(fl[i].fd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "server"))
+		return server(argv[2], argc == 4 ? atol(argv[3]) : 1);
+	if (argc >= 5 && argc <= 6 && !strcmp(argv[1], "client")) {
+		long size = atol(argv[3]), flows = argc == 6 ? atol(argv[5]) : 1;
+		double seconds = atof(argv[4]);
+
+		if (size < 1 || size > MAX_SIZE || seconds <= 0 || flows < 1) {
+			fprintf(stderr, "pingpong: want 1 <= SIZE <= %d, SECONDS > 0, FLOWS >= 1\n",
+				MAX_SIZE);
+			return 2;
+		}
+		return client(argv[2], size, seconds, flows);
+	}
+	fprintf(stderr, "usage: pingpong server ADDR [FLOWS]\n"
+			"       pingpong client ADDR SIZE SECONDS [FLOWS]\n");
+	return 2;
+}

@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""One benchmark repetition, inside a scripts/vm-run.sh guest.
+
+  bench.py --mode quick|full --tools DIR --bench BENCH --meta META.json --out OUT.json
+
+Runs every workload once per size on the booted kernel and writes one JSON
+document to OUT.json: META.json (what the host knows: variant, repetition,
+commit, config) plus what the guest sees (kernel, HZ, tool versions) and one
+record per measurement. Sender/client on vCPU 0, receiver/server on vCPU 1.
+
+Systems: "sockmap" runs in a cgroup with tools/sockredir attached (every
+message redirected to the peer's ingress), "tcp" in one without BPF (plain
+loopback TCP), "uds" over Unix sockets; the many-flow check runs "nobpf" and
+"pass" (sockets in the sockhash, sk_msg program runs, nothing redirected).
+
+Each measurement proves its path: loopback counters and the BPF counters of
+redirected and passed bytes are read around it and checked against the bytes
+the workload reports having moved. Any failed check, error or missing number
+ends the run with a non-zero status: a run never silently measures plain TCP
+as sockmap, nor the reverse.
+"""
+import argparse
+import gzip
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import time
+
+KIB = 1024
+PLANS = {
+    # seconds per measurement and sizes, per mode
+    "quick": dict(iperf_sizes=[64], latency_sizes=[64], iperf_s=3, latency_s=3,
+                  bench_s=3, flows=200, flows_s=3),
+    "full": dict(iperf_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
+                              64 * KIB, 128 * KIB, 256 * KIB],
+                 latency_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
+                                63 * KIB],
+                 iperf_s=5, latency_s=5, bench_s=5, flows=500, flows_s=5),
+}
+SENDER_CPU, RECEIVER_CPU = "0", "1"
+CGROOT = "/sys/fs/cgroup"
+CG_SOCKMAP, CG_PLAIN = CGROOT + "/bench-sockmap", CGROOT + "/bench-plain"
+HOST = "127.0.0.1"
+# Loopback bytes allowed during a redirected measurement: handshakes, FINs,
+# and the odd message sent before both ends were in the sockhash.
+LO_SLACK = lambda payload: 64 * KIB + payload // 100
+
+T0 = time.monotonic()
+_ports = iter(range(20000, 30000))
+
+
+def next_port():
+    """A fresh port for each server: nothing left over from the last one."""
+    return next(_ports)
+
+
+class BenchError(Exception):
+    pass
+
+
+def progress(msg):
+    print(f"bench [{time.monotonic() - T0:6.0f}s] {msg}", flush=True)
+
+
+def in_cgroup(cg):
+    def enter():
+        with open(cg + "/cgroup.procs", "w") as f:
+            f.write("0")
+    return enter
+
+
+def pinned(cpu, *cmd):
+    return ["taskset", "-c", cpu, *cmd]
+
+
+def spawn(cmd, cg, **kw):
+    return subprocess.Popen(cmd, preexec_fn=in_cgroup(cg), text=True, **kw)
+
+
+def reap(p, timeout):
+    """Waits for p; returns (exit code, rusage)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return p.returncode, ru
+        if time.monotonic() > deadline:
+            p.kill()
+            os.wait4(p.pid, 0)
+            p.returncode = -9
+            raise BenchError(f"{p.args} did not finish within {timeout}s")
+        time.sleep(0.05)
+
+
+def wait_listening(port, timeout=30):
+    """Waits until something listens on HOST:port (TCP)."""
+    want = f":{port:04X}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[1].endswith(want) and fields[3] == "0A":  # LISTEN
+                    return
+        time.sleep(0.05)
+    raise BenchError(f"nothing listens on port {port} after {timeout}s")
+
+
+def lo_counters():
+    base = "/sys/class/net/lo/statistics/"
+    return {k: int(open(base + k).read()) for k in ("tx_bytes", "tx_packets")}
+
+
+class Redirector:
+    """tools/sockredir attached to CG_SOCKMAP; stats() reads its counters."""
+
+    def __init__(self, tools, passthrough=False):
+        cmd = [tools + "/sockredir"] + (["--pass"] if passthrough else []) + [CG_SOCKMAP]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        if self.p.stdout.readline() != "ready\n":
+            raise BenchError(f"{cmd} failed to attach (exit {self.p.wait()})")
+
+    def stats(self):
+        self.p.stdin.write("stats\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            raise BenchError("sockredir died")
+        s = json.loads(line)
+        return {o: sum(s[r][o]["bytes"] for r in s) for o in ("redirected", "passed")}
+
+    def close(self):
+        self.p.stdin.close()
+        if self.p.wait() != 0:
+            raise BenchError(f"sockredir exited with {self.p.returncode}")
+
+
+def checked(system, workload, redirector, rec):
+    """Runs workload() (which returns a record with payload_bytes), with the
+    loopback and BPF counters around it, and checks that the bytes went the
+    way the system says; returns the record with the evidence in "proof"."""
+    lo0 = lo_counters()
+    bpf0 = redirector.stats() if redirector else None
+    rec.update(workload())
+    lo1 = lo_counters()
+    bpf1 = redirector.stats() if redirector else None
+    payload = rec["payload_bytes"]
+    proof = {"lo_tx_bytes": lo1["tx_bytes"] - lo0["tx_bytes"],
+             "lo_tx_packets": lo1["tx_packets"] - lo0["tx_packets"]}
+    if bpf0:
+        proof.update({f"bpf_{k}_bytes": bpf1[k] - bpf0[k] for k in bpf0})
+    rec["proof"] = proof
+    problems = []
+    if payload <= 0:
+        problems.append("no payload moved")
+    if rec.get("flows", 1) > rec.get("transactions", rec.get("flows", 1)):
+        problems.append("fewer transactions than flows: not every flow ran")
+    if system == "sockmap":
+        if proof["bpf_redirected_bytes"] < payload:
+            problems.append("fewer bytes redirected than the workload moved")
+        if proof["lo_tx_bytes"] > LO_SLACK(payload):
+            problems.append("traffic on lo: not (all) redirected")
+    elif system in ("tcp", "nobpf"):
+        if proof["lo_tx_bytes"] < payload:
+            problems.append("less traffic on lo than payload: not plain TCP")
+        if bpf0 and proof["bpf_redirected_bytes"] + proof["bpf_passed_bytes"]:
+            problems.append("BPF saw traffic of the BPF-free cgroup")
+    elif system == "pass":
+        if proof["bpf_passed_bytes"] < payload or proof["bpf_redirected_bytes"]:
+            problems.append("sk_msg program did not pass every byte")
+        if proof["lo_tx_bytes"] < payload:
+            problems.append("less traffic on lo than payload")
+    elif system in ("uds", "bench-sockmap"):
+        if proof["lo_tx_bytes"] > LO_SLACK(payload):
+            problems.append("traffic on lo")
+    if problems:
+        raise BenchError(f"{rec['workload']} {system} size {rec.get('size')}: "
+                         f"{'; '.join(problems)}: payload {payload}, proof {proof}")
+    return rec
+
+
+def iperf3(size, seconds, cg):
+    port = next_port()
+    srv = spawn(pinned(RECEIVER_CPU, "iperf3", "-s", "-1", "-B", HOST, "-p", str(port)), cg,
+                stdout=subprocess.DEVNULL)
+    try:
+        wait_listening(port)
+        cli = spawn(pinned(SENDER_CPU, "iperf3", "-c", HOST, "-p", str(port), "-l", str(size),
+                           "-t", str(seconds), "-J"), cg, stdout=subprocess.PIPE)
+        out = cli.stdout.read()
+        rc, cli_ru = reap(cli, 60)
+        if rc:
+            raise BenchError(f"iperf3 client exited with {rc}: {out[-2000:]}")
+        rc, srv_ru = reap(srv, 60)
+        if rc:
+            raise BenchError(f"iperf3 server exited with {rc}")
+    finally:
+        if srv.returncode is None:
+            srv.kill()
+            os.wait4(srv.pid, 0)
+            srv.returncode = -9
+    end = json.loads(out)["end"]
+    got = end["sum_received"]
+    mb = got["bytes"] / 1e6
+    cpu = (cli_ru.ru_utime + cli_ru.ru_stime + srv_ru.ru_utime + srv_ru.ru_stime)
+    return {
+        "gbit_s": got["bits_per_second"] / 1e9,
+        "seconds": got["seconds"],
+        "payload_bytes": got["bytes"],
+        "sent_bytes": end["sum_sent"]["bytes"],
+        "receiver_wakeups": srv_ru.ru_nvcsw,
+        "receiver_involuntary_switches": srv_ru.ru_nivcsw,
+        "wakeups_per_mb": srv_ru.ru_nvcsw / mb if mb else None,
+        "cpu_s_per_gb": cpu / (mb / 1e3) if mb else None,
+        "cpu_s": {"sender_user": cli_ru.ru_utime, "sender_sys": cli_ru.ru_stime,
+                  "receiver_user": srv_ru.ru_utime, "receiver_sys": srv_ru.ru_stime},
+    }
+
+
+def sockperf(size, seconds, cg):
+    port = next_port()
+    srv = spawn(pinned(RECEIVER_CPU, "sockperf", "server", "--tcp", "--no-rdtsc", "-i", HOST,
+                       "-p", str(port)), cg, stdout=subprocess.DEVNULL)
+    try:
+        wait_listening(port)
+        cli = spawn(pinned(SENDER_CPU, "sockperf", "ping-pong", "--tcp", "--no-rdtsc",
+                           "-i", HOST, "-p", str(port), "-m", str(size), "-t", str(seconds)),
+                    cg, stdout=subprocess.PIPE)
+        out = re.sub(r"\x1b\[[0-9;]*m", "", cli.stdout.read())
+        rc, _ = reap(cli, seconds + 60)
+        if rc:
+            raise BenchError(f"sockperf client exited with {rc}: {out[-2000:]}")
+    finally:
+        srv.send_signal(signal.SIGINT)
+        reap(srv, 30)
+
+    def num(pattern):
+        m = re.search(pattern, out)
+        if not m:
+            raise BenchError(f"sockperf output lacks /{pattern}/:\n{out}")
+        return float(m.group(1))
+    received = int(num(r"\[Valid Duration\].*ReceivedMessages=(\d+)"))
+    total = int(num(r"\[Total Run\].*ReceivedMessages=(\d+)"))
+    return {
+        "latency_us": num(r"avg-latency=([\d.]+)"),
+        "latency_stddev_us": num(r"avg-latency=[\d.]+ \(std-dev=([\d.]+)"),
+        "p50_us": num(r"percentile 50\.000 =\s*([\d.]+)"),
+        "p99_us": num(r"percentile 99\.000 =\s*([\d.]+)"),
+        "max_us": num(r"<MAX> observation =\s*([\d.]+)"),
+        "seconds": num(r"\[Valid Duration\] RunTime=([\d.]+)"),
+        "messages": received,
+        # Both directions, warm-up included: what went through the sockets.
+        "payload_bytes": 2 * size * total,
+    }
+
+
+def pingpong(tools, addr, size, seconds, cg, flows=1):
+    srv = spawn(pinned(RECEIVER_CPU, tools + "/pingpong", "server", addr, str(flows)), cg,
+                stdout=subprocess.PIPE)
+    try:
+        if srv.stdout.readline() != "listening\n":
+            raise BenchError("pingpong server did not start")
+        cli = spawn(pinned(SENDER_CPU, tools + "/pingpong", "client", addr, str(size),
+                           str(seconds), str(flows)), cg, stdout=subprocess.PIPE)
+        out = cli.stdout.read()
+        rc, _ = reap(cli, seconds + 120)
+        if rc:
+            raise BenchError(f"pingpong client exited with {rc}")
+        rc, _ = reap(srv, 60)
+        if rc:
+            raise BenchError(f"pingpong server exited with {rc}")
+    finally:
+        if srv.returncode is None:
+            srv.kill()
+            os.wait4(srv.pid, 0)
+            srv.returncode = -9
+    r = json.loads(out)
+    rec = {"tps": r["tps"], "seconds": r["seconds"], "transactions": r["transactions"],
+           "payload_bytes": r["bytes"]}
+    if "latency_us" in r:
+        lat = r["latency_us"]
+        rec.update(latency_us=lat["mean"], p50_us=lat["p50"], p99_us=lat["p99"],
+                   max_us=lat["max"])
+    return rec
+
+
+def bench_sockmap(bench, seconds, cg):
+    """The selftests' bench: one producer, sendfile() of 128 KiB chunks, a
+    sk_msg program redirecting to the consumer's ingress."""
+    # Consumer 0 reads, consumer 1 idles in this mode: the reader runs on
+    # vCPU 0, the producer (sender) on vCPU 1.
+    cmd = [bench, "sockmap", "--tx-verdict-ingress", "-c", "2", "-p", "1",
+           "--cons-affinity", "0,1", "--prod-affinity", "1", "-d", str(seconds), "-w", "1"]
+    p = spawn(cmd, cg, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+              cwd=os.path.dirname(bench))
+    out = p.stdout.read()
+    rc, _ = reap(p, seconds + 120)
+    if rc:
+        raise BenchError(f"bench exited with {rc}:\n{out[-3000:]}")
+    rates = [float(x) for x in re.findall(r"Rcv Speed\s+([\d.]+) MB/s", out)]
+    if not rates:
+        raise BenchError(f"bench printed no Rcv Speed:\n{out[-3000:]}")
+    m = re.search(r"Summary: total trans\s+([\d.]+) MB", out)
+    if not m or not float(m.group(1)) or not any(rates):
+        raise BenchError(f"bench moved nothing:\n{out[-3000:]}")
+    return {"rcv_mb_s": sum(rates) / len(rates), "rcv_mb_s_per_iteration": rates,
+            "payload_bytes": int(float(m.group(1)) * 1e6), "output_tail": out[-1500:]}
+
+
+def guest_info():
+    hz = None
+    with gzip.open("/proc/config.gz", "rt") as f:
+        config = f.read()
+    m = re.search(r"^CONFIG_HZ=(\d+)$", config, re.M)
+    hz = int(m.group(1)) if m else None
+
+    def first_line(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
+        except (OSError, IndexError):
+            return None
+    pkgs = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n", "iperf3",
+                           "sockperf", "libbpf1", "bpftool", "clang-22", "qemu-system-x86",
+                           "python3"], capture_output=True, text=True).stdout
+    return {
+        "kernel_release": platform.release(),
+        "kernel_version": open("/proc/version").read().strip(),
+        "hz": hz,
+        "cpus": os.cpu_count(),
+        "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                           if l.startswith("model name")), None),
+        "clocksource": open("/sys/devices/system/clocksource/clocksource0/"
+                            "current_clocksource").read().strip(),
+        "emulation": "QEMU TCG (no KVM): absolute numbers are not bare metal; compare ratios",
+        "sender_cpu": SENDER_CPU, "receiver_cpu": RECEIVER_CPU,
+        "tools": dict(line.split(" ", 1) for line in pkgs.splitlines() if " " in line),
+        "iperf3": first_line(["iperf3", "--version"]),
+        "sockperf": first_line(["sockperf", "--version"]),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=PLANS, required=True)
+    ap.add_argument("--tools", required=True, help="build output of bench/")
+    ap.add_argument("--bench", required=True, help="the selftests' bench binary")
+    ap.add_argument("--meta", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    plan = PLANS[args.mode]
+    doc = json.load(open(args.meta))
+    label = f"{doc['variant']} rep {doc['rep']}/{doc['reps']}"
+    doc.update(guest=guest_info(), plan=plan, records=[])
+    for cg in (CG_SOCKMAP, CG_PLAIN):
+        os.makedirs(cg, exist_ok=True)
+    progress(f"{label}: kernel {doc['guest']['kernel_release']}, HZ={doc['guest']['hz']}, "
+             f"{doc['guest']['cpus']} vCPUs")
+
+    def measure(workload, system, size, fn, redirector=None, **extra):
+        progress(f"{label}: {workload} {system} size {size}")
+        rec = {"workload": workload, "system": system, "size": size, **extra}
+        doc["records"].append(checked(system, fn, redirector, rec))
+
+    red = Redirector(args.tools)
+    try:
+        for size in plan["iperf_sizes"]:
+            for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
+                measure("iperf3", system, size,
+                        lambda: iperf3(size, plan["iperf_s"], cg), red)
+        for size in plan["latency_sizes"]:
+            for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
+                measure("sockperf", system, size,
+                        lambda: sockperf(size, plan["latency_s"], cg), red)
+            measure("pingpong", "uds", size,
+                    lambda: pingpong(args.tools, "/tmp/bench-uds.sock", size,
+                                     plan["latency_s"], CG_PLAIN), red)
+        measure("bench", "bench-sockmap", 128 * KIB,
+                lambda: bench_sockmap(args.bench, plan["bench_s"], CG_PLAIN), red)
+    finally:
+        red.close()
+    # Many flows: no BPF loaded at all, then sockmap on every flow with
+    # nothing redirected.
+    measure("manyflow", "nobpf", 64,
+            lambda: pingpong(args.tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
+                             CG_PLAIN, plan["flows"]), flows=plan["flows"])
+    red = Redirector(args.tools, passthrough=True)
+    try:
+        measure("manyflow", "pass", 64,
+                lambda: pingpong(args.tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
+                                 CG_SOCKMAP, plan["flows"]), red, flows=plan["flows"])
+    finally:
+        red.close()
+
+    doc["elapsed_s"] = time.monotonic() - T0
+    with open(args.out + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+    os.rename(args.out + ".tmp", args.out)
+    progress(f"{label}: {len(doc['records'])} measurements, all checked, in "
+             f"{doc['elapsed_s']:.0f}s: {args.out}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BenchError as e:
+        progress(f"FAIL: {e}")
+        sys.exit(1)

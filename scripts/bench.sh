@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The benchmark: vanilla vs patched, bench kernels, booted alternately.
+#   bench.sh [--quick] [--reps N] [--out DIR]
+# Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
+# and the selftests' bench binary, then boots vanilla, patched, vanilla,
+# patched, ... (N repetitions each; full: 4, quick: 1) and runs guest/bench.py
+# in each boot. Full mode writes results/<date>/ (raw/*.json, one per boot,
+# report.md, *.png); quick mode (one size, short runs, one repetition)
+# writes build/results/bench-quick/. Every measurement proves that its bytes
+# went the way it claims (see guest/bench.py); any failure fails the run.
+. "$(dirname "$0")/lib.sh"
+
+mode=full reps='' out=''
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) mode=quick; shift ;;
+	--reps) reps=${2:?}; shift 2 ;;
+	--out) out=${2:?}; shift 2 ;;
+	*) die "usage: bench.sh [--quick] [--reps N] [--out DIR]" ;;
+	esac
+done
+if [ "$mode" = quick ]; then
+	reps=${reps:-1}
+	out=${out:-$BUILD/results/bench-quick}
+	rm -rf "$out"
+else
+	reps=${reps:-4}
+	out=${out:-$TOP/results/$(date +%Y-%m-%d-%H%M)}
+fi
+[[ $reps =~ ^[1-9][0-9]*$ ]] || die "--reps wants a positive number"
+variants=(vanilla patched)
+tools=$BUILD/bench/tools
+bench_bin=$(out_for vanilla bench)/selftests/bench
+
+log "bench ($mode, $reps repetition(s)): building"
+for v in "${variants[@]}"; do "$TOP/scripts/build-kernel.sh" bench "$v"; done
+make -s -C "$TOP/bench" O="$tools"
+# One bench binary for both kernels, so that only the kernel differs (the
+# series does not touch tools/).
+"$TOP/scripts/build-selftests.sh" bench vanilla bench
+
+mkdir -p "$out/raw"
+out=$(cd "$out" && pwd -P)
+boots=$((reps * ${#variants[@]})) boot=0
+for rep in $(seq 1 "$reps"); do
+	for v in "${variants[@]}"; do
+		boot=$((boot + 1))
+		tree=$(tree_for "$v") kout=$(out_for "$v" bench)
+		vm=$BUILD/results/bench-vm/$rep-$v
+		rm -rf "$vm"
+		mkdir -p "$vm"
+		python3 - "$vm/meta.json" <<-EOF
+			import json, subprocess, sys
+			def git(d, *a):
+			    return subprocess.run(["git", "-C", d, *a], capture_output=True,
+			                          text=True).stdout.strip()
+			json.dump({
+			    "variant": "$v", "rep": $rep, "reps": $reps, "mode": "$mode",
+			    "workbench_commit": git("$TOP", "describe", "--always", "--dirty"),
+			    "kernel_tree_commit": git("$tree", "rev-parse", "HEAD"),
+			    "kernel_tree_base": git("$tree", "rev-parse", "base"),
+			    "series": git("$tree", "log", "--format=%h %s", "base..HEAD").splitlines(),
+			    "config": "bench",
+			    "config_sha256": subprocess.run(["sha256sum", "$kout/.config"],
+			        capture_output=True, text=True).stdout.split()[0],
+			    "qemu": subprocess.run(["qemu-system-x86_64", "--version"],
+			        capture_output=True, text=True).stdout.splitlines()[0],
+			    "host_cpus": $(nproc),
+			}, open(sys.argv[1], "w"), indent=1)
+		EOF
+		log "bench: boot $boot/$boots: $v, repetition $rep/$reps (console: $vm/console.log)"
+		"$TOP/scripts/vm-run.sh" --kernel "$kout/arch/x86/boot/bzImage" --results "$vm" \
+			--timeout 3600 -- "$TOP/guest/bench.py" --mode "$mode" --tools "$tools" \
+			--bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json" ||
+			die "bench: $v repetition $rep failed (see $vm/console.log)"
+		[ -s "$vm/bench.json" ] || die "bench: $v repetition $rep left no results"
+		cp "$vm/bench.json" "$out/raw/$rep-$v.json"
+	done
+done
+log "bench: all $boots boots done; report in $out"
+"$TOP/scripts/bench-report.py" "$out"
