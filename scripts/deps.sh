@@ -14,7 +14,7 @@ pkgs=(
 	# guest
 	qemu-system-x86 busybox-static iproute2
 	# benchmark: workloads, our BPF loader, plots
-	iperf3 sockperf libbpf-dev bpftool python3-matplotlib
+	iperf3 sockperf bpftool python3-matplotlib
 )
 missing=()
 for p in "${pkgs[@]}"; do
