@@ -48,10 +48,12 @@ stress: deps
 ## bench          vanilla vs patched benchmark (bench kernels, booted
 ##                alternately): results/<date>/; QUICK=1: one size, one
 ##                repetition, build/results/bench-quick/ (a smoke test)
-bench: deps tree
+bench: tree
+	$(S)/deps.sh bench
 	$(S)/bench.sh $(if $(QUICK),--quick)
 
-## deps           install the Debian packages the workbench needs (root)
+## deps           install the Debian packages the tests need (root);
+##                make bench adds the benchmark's
 deps:
 	$(S)/deps.sh
 

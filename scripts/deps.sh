@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Install what the workbench needs from Debian's packages (run as root).
+# Install what the workbench needs from Debian's packages (run as root):
+#   deps.sh          what the tests need (make check and the others)
+#   deps.sh bench    that and what the benchmark needs
 . "$(dirname "$0")/lib.sh"
 
 pkgs=(
@@ -13,9 +15,9 @@ pkgs=(
 	libbpf-dev
 	# guest
 	qemu-system-x86 busybox-static iproute2
-	# benchmark: workloads, our BPF loader, plots
-	iperf3 sockperf bpftool python3-matplotlib
 )
+# The benchmark: workloads, our BPF loader, plots.
+[ "${1:-}" != bench ] || pkgs+=(iperf3 sockperf bpftool python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
