@@ -48,7 +48,7 @@ stress: deps
 ## bench          vanilla vs patched benchmark (bench kernels, booted
 ##                alternately): results/<date>/; QUICK=1: one size, one
 ##                repetition, build/results/bench-quick/ (a smoke test)
-bench: tree
+bench: deps tree
 	$(S)/deps.sh bench
 	$(S)/bench.sh $(if $(QUICK),--quick)
 
