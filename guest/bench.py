@@ -90,11 +90,17 @@ def reap(p, timeout):
             p.returncode = os.waitstatus_to_exitcode(status)
             return p.returncode, ru
         if time.monotonic() > deadline:
-            p.kill()
-            os.wait4(p.pid, 0)
-            p.returncode = -9
+            kill(p)
             raise BenchError(f"{p.args} did not finish within {timeout}s")
         time.sleep(0.05)
+
+
+def kill(p):
+    """Kills and reaps p unless it was reaped already."""
+    if p.returncode is None:
+        p.kill()
+        os.wait4(p.pid, 0)
+        p.returncode = -9
 
 
 def wait_listening(port, timeout=30):
@@ -201,10 +207,7 @@ def iperf3(size, seconds, cg):
         if rc:
             raise BenchError(f"iperf3 server exited with {rc}")
     finally:
-        if srv.returncode is None:
-            srv.kill()
-            os.wait4(srv.pid, 0)
-            srv.returncode = -9
+        kill(srv)
     end = json.loads(out)["end"]
     got = end["sum_received"]
     mb = got["bytes"] / 1e6
@@ -276,10 +279,7 @@ def pingpong(tools, addr, size, seconds, cg, flows=1):
         if rc:
             raise BenchError(f"pingpong server exited with {rc}")
     finally:
-        if srv.returncode is None:
-            srv.kill()
-            os.wait4(srv.pid, 0)
-            srv.returncode = -9
+        kill(srv)
     r = json.loads(out)
     rec = {"tps": r["tps"], "seconds": r["seconds"], "transactions": r["transactions"],
            "payload_bytes": r["bytes"]}
