@@ -95,6 +95,14 @@ def reap(p, timeout):
         time.sleep(0.05)
 
 
+def finish(p, name, timeout, out=""):
+    """Reaps p and fails unless it exited with 0; returns its rusage."""
+    rc, ru = reap(p, timeout)
+    if rc:
+        raise BenchError(f"{name} exited with {rc}" + (f": {out[-2000:]}" if out else ""))
+    return ru
+
+
 def kill(p):
     """Kills and reaps p unless it was reaped already."""
     if p.returncode is None:
@@ -200,12 +208,8 @@ def iperf3(size, seconds, cg):
         cli = spawn(pinned(SENDER_CPU, "iperf3", "-c", HOST, "-p", str(port), "-l", str(size),
                            "-t", str(seconds), "-J"), cg, stdout=subprocess.PIPE)
         out = cli.stdout.read()
-        rc, cli_ru = reap(cli, 60)
-        if rc:
-            raise BenchError(f"iperf3 client exited with {rc}: {out[-2000:]}")
-        rc, srv_ru = reap(srv, 60)
-        if rc:
-            raise BenchError(f"iperf3 server exited with {rc}")
+        cli_ru = finish(cli, "iperf3 client", 60, out)
+        srv_ru = finish(srv, "iperf3 server", 60)
     finally:
         kill(srv)
     end = json.loads(out)["end"]
@@ -236,9 +240,7 @@ def sockperf(size, seconds, cg):
                            "-i", HOST, "-p", str(port), "-m", str(size), "-t", str(seconds)),
                     cg, stdout=subprocess.PIPE)
         out = re.sub(r"\x1b\[[0-9;]*m", "", cli.stdout.read())
-        rc, _ = reap(cli, seconds + 60)
-        if rc:
-            raise BenchError(f"sockperf client exited with {rc}: {out[-2000:]}")
+        finish(cli, "sockperf client", seconds + 60, out)
     finally:
         srv.send_signal(signal.SIGINT)
         reap(srv, 30)
@@ -272,12 +274,8 @@ def pingpong(tools, addr, size, seconds, cg, flows=1):
         cli = spawn(pinned(SENDER_CPU, tools + "/pingpong", "client", addr, str(size),
                            str(seconds), str(flows)), cg, stdout=subprocess.PIPE)
         out = cli.stdout.read()
-        rc, _ = reap(cli, seconds + 120)
-        if rc:
-            raise BenchError(f"pingpong client exited with {rc}")
-        rc, _ = reap(srv, 60)
-        if rc:
-            raise BenchError(f"pingpong server exited with {rc}")
+        finish(cli, "pingpong client", seconds + 120)
+        finish(srv, "pingpong server", 60)
     finally:
         kill(srv)
     r = json.loads(out)

@@ -23,6 +23,8 @@ GIT_COMMITTER_DATE=2000-01-01T00:00:00Z"
 SECONDS=0
 log() { printf '[%4dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# usage [STATUS]: print the calling script's header comment and exit.
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-2}"; }
 
 # tree_for VARIANT -> source tree path
 tree_for() {

@@ -13,7 +13,6 @@
 
 kernel=$(out_for patched debug)/arch/x86/boot/bzImage
 duration=120 args=()
-usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=${2:?}; shift 2 ;;

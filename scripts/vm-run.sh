@@ -22,7 +22,6 @@
 . "$(dirname "$0")/lib.sh"
 
 kernel='' results='' timeout=1800 cpus=2 mem=4G append=''
-usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit "${1:-2}"; }
 need() { [ "$2" -ge 2 ] || die "$1 needs a value (try --help)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
