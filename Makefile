@@ -15,11 +15,13 @@ help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## check          the test run: deps, debug kernel with the series, sockmap
-##                selftests in the VM with the splat scan; one summary line
+##                selftests then a stress run (DURATION=secs, default 120;
+##                SEED=n) in the VM with the splat scan; one summary line
 check: deps tree
 	$(S)/build-kernel.sh debug patched
 	$(S)/build-selftests.sh debug patched
-	$(S)/run-selftests.sh debug patched sockmap
+	STRESS=$(or $(DURATION),120) STRESS_SEED=$(SEED) \
+		$(S)/run-selftests.sh debug patched sockmap
 
 ## compare        sockmap selftests (the series tree's binaries) on the
 ##                vanilla and the patched kernel (CONFIG=debug): the tests

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs inside the guest: run-selftests.sh DIR RESULTS_DIR SUITE [ARGS...]
 #   SUITE sockmap  test_sockmap and the sockmap tests of test_progs (DIR:
-#                  the selftests)
+#                  the selftests); then, given ARGS, the stress harness
+#                  with ARGS from RESULTS_DIR (where the host put it)
 #         all      the whole of test_progs
 #         stress   the sockmap stress harness (DIR: its build, see
 #                  tests/stress) with ARGS
@@ -35,6 +36,7 @@ sockmap)
 	# -w: the default 120 s watchdog is too short under emulation with
 	# KASAN for sockmap_listen's 1000-connection race tests.
 	run test_progs ./test_progs -w 600 -t "$SOCKMAP_TESTS"
+	[ $# -eq 0 ] || run stress "$results/sockmap_stress" "$@"
 	;;
 all)
 	run test_progs ./test_progs -w 600

@@ -89,3 +89,11 @@ series_patches() {
 		echo "$f"
 	done
 }
+
+# stage_stress DIR: build the stress harness (tests/stress) and copy it, with
+# its BPF object, to DIR. The guest runs that copy: a rebuild meanwhile
+# cannot change it, and the results keep the binary that produced them.
+stage_stress() {
+	make -s -C "$TOP/tests/stress" O="$BUILD/stress"
+	cp "$BUILD/stress/sockmap_stress" "$BUILD/stress/sockmap_stress.bpf.o" "$1"/
+}

@@ -7,6 +7,8 @@
 # Prints one line per test that did not pass and an 'N passed, N failed,
 # N skipped' summary; the guest kernel log counts as one more test, which
 # fails on any splat. Exits non-zero if anything failed.
+# STRESS=SECS (sockmap suite): then run the stress harness (tests/stress)
+# for SECS in the same guest; STRESS_SEED=N replays a run.
 . "$(dirname "$0")/lib.sh"
 
 config=${1:?config}
@@ -21,10 +23,16 @@ timeout=${TIMEOUT:-3600}
 
 rm -rf "$results"
 mkdir -p "$results"
+stress_args=()
+if [ "$suite" = sockmap ] && [ "${STRESS:-0}" -gt 0 ]; then
+	stage_stress "$results"
+	stress_args=(--duration "$STRESS")
+	[ -z "${STRESS_SEED:-}" ] || stress_args+=(--seed "$STRESS_SEED")
+fi
 log "selftests $suite on $config/$variant: booting (log: $results/console.log)"
 vm_rc=0
 "$TOP/scripts/vm-run.sh" --kernel "$kout/arch/x86/boot/bzImage" --results "$results" \
-	--timeout "$timeout" -- "$TOP/guest/run-selftests.sh" "$tests" "$results" "$suite" ||
+	--timeout "$timeout" -- "$TOP/guest/run-selftests.sh" "$tests" "$results" "$suite" "${stress_args[@]}" ||
 	vm_rc=$?
 log "selftests $suite on $config/$variant: VM exited with $vm_rc"
 echo

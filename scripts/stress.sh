@@ -25,13 +25,9 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$kernel" ] || die "no kernel at $kernel (make kernel CONFIG=debug, or --kernel)"
 
-out=$BUILD/stress
-make -s -C "$TOP/tests/stress" O="$out"
 results=$BUILD/results/stress-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$results"
-# The guest runs its own copy: a rebuild meanwhile must not change it, and
-# the results keep the binary that produced them.
-cp "$out"/sockmap_stress "$out"/sockmap_stress.bpf.o "$results"/
+stage_stress "$results"
 log "stress on $kernel for ${duration}s (log: $results/console.log)"
 # Boot and the kmemleak scans each took up to 10 minutes under TCG on a
 # busy machine; the harness's own watchdog ends a stalled run.
