@@ -7,6 +7,10 @@ DIR/report.md (tables in the cover letter's shape: mean and standard
 deviation over the repetitions, patched/vanilla ratio, and the issue's
 targets, met or not) and DIR/throughput.png, DIR/latency.png. Prints the
 report. Fails if a measurement is missing for either kernel.
+
+If DIR holds only one kernel's boots (bench.sh --variants), the report says
+so at the top and gives that kernel's numbers alone: no ratios between the
+kernels, no targets. A measurement missing for that kernel still fails.
 """
 import glob
 import json
@@ -106,15 +110,28 @@ def main():
     g = first["guest"]
     reps = {v: sorted(doc["rep"] for doc in docs if doc["variant"] == v) for v in VARIANTS}
     kernels = {doc["variant"]: doc for doc in docs}
+    # The kernels this run measured; with one, nothing is compared.
+    present = [v for v in VARIANTS if v in kernels]
+    only = present[0] if len(present) == 1 else None
     w(f"# sk_msg ingress corking benchmark ({first['mode']} mode)\n")
+    if only:
+        k = kernels[only]
+        w(f"**No comparison: this run measured only the {only} kernel** (config "
+          f"`{k['config']}`). The tables give its numbers alone, with no ratios between "
+          "the kernels, and the issue's targets, which compare them, are not judged.\n")
     w("**QEMU TCG, no KVM**: a software-emulated x86-64 guest with "
       f"{g['cpus']} vCPUs on {first['host_cpus']} shared host cores. Absolute numbers "
       "are far below bare metal and are not comparable to the published anchor; only "
       "the ratios between kernels measured in the same run carry over, and even those "
       "only roughly.\n")
-    w(f"- Kernels booted alternately (vanilla, patched, vanilla, ...): "
-      f"{len(reps['vanilla'])} boots of vanilla, {len(reps['patched'])} of patched; "
-      "every cell is the mean ± standard deviation over those boots.")
+    if only:
+        n = len(reps[only])
+        w(f"- {n} boot{'s' if n != 1 else ''} of {only}; "
+          "every cell is the mean ± standard deviation over those boots.")
+    else:
+        w(f"- Kernels booted alternately (vanilla, patched, vanilla, ...): "
+          f"{len(reps['vanilla'])} boots of vanilla, {len(reps['patched'])} of patched; "
+          "every cell is the mean ± standard deviation over those boots.")
     for v in VARIANTS:
         if v in kernels:
             k = kernels[v]
@@ -130,6 +147,9 @@ def main():
         f"{doc['variant']} {doc['rep']}: {doc['elapsed_s']:.0f}s" for doc in docs) + "\n")
 
     def table(title, workload, sizes_, rows):
+        # Only the rows whose kernels this run measured.
+        rows = [(name, cell) for name, cell in rows
+                if set(getattr(cell, "needs", ())) <= set(present)]
         w(f"## {title}\n")
         w("| size | " + " | ".join(size_label(s) for s in sizes_) + " |")
         w("|---|" + "---|" * len(sizes_))
@@ -141,6 +161,7 @@ def main():
         def f(s):
             st = stat(workload, system, s, variant, metric)
             return st.fmt() if st else "missing"
+        f.needs = (variant,)
         return f
 
     def cell_cmp(workload, sys_a, var_a, sys_b, var_b, metric, fmt=fmt_ratio):
@@ -148,6 +169,12 @@ def main():
             a = stat(workload, sys_a, s, var_a, metric)
             b = stat(workload, sys_b, s, var_b, metric)
             return fmt(a, b) if a and b else "missing"
+        f.needs = (var_a, var_b)
+        return f
+
+    def anchor(f):
+        """The published vanilla-to-patched change: shown next to ours only."""
+        f.needs = VARIANTS
         return f
 
     ts = sizes("iperf3")
@@ -156,8 +183,8 @@ def main():
         ("patched sockmap", cell_stat("iperf3", "sockmap", "patched", "gbit_s")),
         ("ratio patched/vanilla", cell_cmp("iperf3", "sockmap", "vanilla", "sockmap",
                                            "patched", "gbit_s")),
-        ("(anchor ratio, bare metal)", lambda s: f"{ANCHOR_TPUT_RATIO[s]:.2f}"
-         if s in ANCHOR_TPUT_RATIO else ""),
+        ("(anchor ratio, bare metal)", anchor(lambda s: f"{ANCHOR_TPUT_RATIO[s]:.2f}"
+         if s in ANCHOR_TPUT_RATIO else "")),
         ("vanilla TCP", cell_stat("iperf3", "tcp", "vanilla", "gbit_s")),
         ("patched TCP", cell_stat("iperf3", "tcp", "patched", "gbit_s")),
         ("patched sockmap / patched TCP", cell_cmp("iperf3", "tcp", "patched", "sockmap",
@@ -181,8 +208,8 @@ def main():
         ("patched sockmap", cell_stat("sockperf", "sockmap", "patched", "latency_us")),
         ("change", cell_cmp("sockperf", "sockmap", "vanilla", "sockmap", "patched",
                             "latency_us", fmt_change)),
-        ("(anchor change, bare metal)", lambda s: f"{ANCHOR_LAT_CHANGE[s]:+.1f}%"
-         if s in ANCHOR_LAT_CHANGE else ""),
+        ("(anchor change, bare metal)", anchor(lambda s: f"{ANCHOR_LAT_CHANGE[s]:+.1f}%"
+         if s in ANCHOR_LAT_CHANGE else "")),
         ("vanilla sockmap p99", cell_stat("sockperf", "sockmap", "vanilla", "p99_us")),
         ("patched sockmap p99", cell_stat("sockperf", "sockmap", "patched", "p99_us")),
         ("vanilla TCP", cell_stat("sockperf", "tcp", "vanilla", "latency_us")),
@@ -200,10 +227,19 @@ def main():
           ])
     flows = first["plan"]["flows"]
     w(f"## Many flows: {flows} TCP connections, 64-byte request/response, transactions/s\n")
-    w("| system | vanilla | patched | change |")
-    w("|---|---|---|---|")
+    if only:
+        w(f"| system | {only} |")
+        w("|---|---|")
+    else:
+        w("| system | vanilla | patched | change |")
+        w("|---|---|---|---|")
     for system, name in (("nobpf", "no BPF loaded"),
                          ("pass", "in a sockhash, sk_msg passes (no redirect)")):
+        if only:
+            a = stat("manyflow", system, 64, only, "tps")
+            if a:
+                w(f"| {name} | {a.fmt()} |")
+            continue
         a = stat("manyflow", system, 64, "vanilla", "tps")
         b = stat("manyflow", system, 64, "patched", "tps")
         if a and b:
@@ -211,60 +247,66 @@ def main():
     w("")
 
     # The issue's targets, judged on the means; a miss is reported, not hidden.
-    w("## Targets (patched vs vanilla, this run)\n")
-    w("| target | measured | met |")
-    w("|---|---|---|")
+    # They compare the two kernels: a run of one has none.
+    if only:
+        w("## Targets\n")
+        w(f"Not judged: they are about patched against vanilla, and this run measured "
+          f"{only} alone.")
+    else:
+        w("## Targets (patched vs vanilla, this run)\n")
+        w("| target | measured | met |")
+        w("|---|---|---|")
 
-    def target(name, measured, ok):
-        w(f"| {name} | {measured} | {'yes' if ok else '**no**'} |")
+        def target(name, measured, ok):
+            w(f"| {name} | {measured} | {'yes' if ok else '**no**'} |")
 
-    def tput_ratio(s):
-        a = stat("iperf3", "sockmap", s, "vanilla", "gbit_s")
-        b = stat("iperf3", "sockmap", s, "patched", "gbit_s")
-        return ratio(a, b)[0] if a and b else math.nan
-    for lo, hi, want in ((64, 4096, 2.6), (16384, 32768, 2.1), (65536, 1 << 30, 1.0)):
-        sel = [s for s in ts if lo <= s <= hi]
-        if sel:
-            rs = [tput_ratio(s) for s in sel]
-            target(f"throughput >= {want}x at {size_label(sel[0])}-{size_label(sel[-1])}",
-                   ", ".join(f"{size_label(s)}: {r:.2f}x" for s, r in zip(sel, rs)),
-                   all(r >= want for r in rs))
-    changes = []
-    for s in ls:
-        a = stat("sockperf", "sockmap", s, "vanilla", "latency_us")
-        b = stat("sockperf", "sockmap", s, "patched", "latency_us")
-        if a and b:
-            changes.append((s, (ratio(a, b)[0] - 1) * 100))
-    if changes:
-        target("latency <= +1% at every size",
-               ", ".join(f"{size_label(s)}: {c:+.1f}%" for s, c in changes),
-               all(c <= 1.0 for _, c in changes))
-    vs_tcp = []
-    for s in ts:
-        a = stat("iperf3", "tcp", s, "patched", "gbit_s")
-        b = stat("iperf3", "sockmap", s, "patched", "gbit_s")
-        if a and b:
-            vs_tcp.append((s, ratio(a, b)[0]))
-    if vs_tcp:
-        target("patched sockmap >= plain TCP throughput at every size",
-               ", ".join(f"{size_label(s)}: {r:.2f}x" for s, r in vs_tcp),
-               all(r >= 1.0 for _, r in vs_tcp))
-    if 64 in ts:
-        a = stat("iperf3", "sockmap", 64, "vanilla", "wakeups_per_mb")
-        b = stat("iperf3", "sockmap", 64, "patched", "wakeups_per_mb")
-        if a and b and b.mean:
-            f = a.mean / b.mean
-            target("receiver wake-ups/MB at 64 B at least 4x fewer", f"{f:.2f}x fewer",
-                   f >= 4)
-    for system in ("nobpf", "pass"):
-        a = stat("manyflow", system, 64, "vanilla", "tps")
-        b = stat("manyflow", system, 64, "patched", "tps")
-        if a and b:
-            r, sd = ratio(a, b)
-            # "No measurable cost": not below vanilla by more than the noise.
-            target(f"many-flow ({system}): no measurable cost",
-                   f"{(r - 1) * 100:+.1f}% (noise ±{sd * 100:.1f}%)",
-                   r >= 1 - max(sd, 0.01))
+        def tput_ratio(s):
+            a = stat("iperf3", "sockmap", s, "vanilla", "gbit_s")
+            b = stat("iperf3", "sockmap", s, "patched", "gbit_s")
+            return ratio(a, b)[0] if a and b else math.nan
+        for lo, hi, want in ((64, 4096, 2.6), (16384, 32768, 2.1), (65536, 1 << 30, 1.0)):
+            sel = [s for s in ts if lo <= s <= hi]
+            if sel:
+                rs = [tput_ratio(s) for s in sel]
+                target(f"throughput >= {want}x at {size_label(sel[0])}-{size_label(sel[-1])}",
+                       ", ".join(f"{size_label(s)}: {r:.2f}x" for s, r in zip(sel, rs)),
+                       all(r >= want for r in rs))
+        changes = []
+        for s in ls:
+            a = stat("sockperf", "sockmap", s, "vanilla", "latency_us")
+            b = stat("sockperf", "sockmap", s, "patched", "latency_us")
+            if a and b:
+                changes.append((s, (ratio(a, b)[0] - 1) * 100))
+        if changes:
+            target("latency <= +1% at every size",
+                   ", ".join(f"{size_label(s)}: {c:+.1f}%" for s, c in changes),
+                   all(c <= 1.0 for _, c in changes))
+        vs_tcp = []
+        for s in ts:
+            a = stat("iperf3", "tcp", s, "patched", "gbit_s")
+            b = stat("iperf3", "sockmap", s, "patched", "gbit_s")
+            if a and b:
+                vs_tcp.append((s, ratio(a, b)[0]))
+        if vs_tcp:
+            target("patched sockmap >= plain TCP throughput at every size",
+                   ", ".join(f"{size_label(s)}: {r:.2f}x" for s, r in vs_tcp),
+                   all(r >= 1.0 for _, r in vs_tcp))
+        if 64 in ts:
+            a = stat("iperf3", "sockmap", 64, "vanilla", "wakeups_per_mb")
+            b = stat("iperf3", "sockmap", 64, "patched", "wakeups_per_mb")
+            if a and b and b.mean:
+                f = a.mean / b.mean
+                target("receiver wake-ups/MB at 64 B at least 4x fewer", f"{f:.2f}x fewer",
+                       f >= 4)
+        for system in ("nobpf", "pass"):
+            a = stat("manyflow", system, 64, "vanilla", "tps")
+            b = stat("manyflow", system, 64, "patched", "tps")
+            if a and b:
+                r, sd = ratio(a, b)
+                # "No measurable cost": not below vanilla by more than the noise.
+                target(f"many-flow ({system}): no measurable cost",
+                       f"{(r - 1) * 100:+.1f}% (noise ±{sd * 100:.1f}%)",
+                       r >= 1 - max(sd, 0.01))
     w("")
     w("Plots: [throughput.png](throughput.png), [latency.png](latency.png). "
       "Raw data, one file per boot: [raw/](raw/).")
@@ -274,18 +316,25 @@ def main():
     text = "\n".join(out) + "\n"
     open(os.path.join(d, "report.md"), "w").write(text)
     print(text)
-    plots(d, stat, ts, ls)
+    plots(d, stat, ts, ls, present)
 
 
-def plots(d, stat, ts, ls):
+def plots(d, stat, ts, ls, present):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    if len(present) == 1:
+        note = f" (QEMU TCG, {present[0]} kernel only: no comparison)"
+    else:
+        note = " (QEMU TCG: compare ratios only)"
+
     def plot(fname, title, ylabel, sizes_, series):
         fig, ax = plt.subplots(figsize=(8, 5))
         for label, workload, system, variant, metric, style in series:
+            if variant not in present:
+                continue
             pts = [(s, stat(workload, system, s, variant, metric)) for s in sizes_]
             pts = [(s, st) for s, st in pts if st]
             ax.errorbar([s for s, _ in pts], [st.mean for _, st in pts],
@@ -297,7 +346,7 @@ def plots(d, stat, ts, ls):
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel(ylabel)
-        ax.set_title(title + " (QEMU TCG: compare ratios only)")
+        ax.set_title(title + note)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
         fig.tight_layout()
