@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark: vanilla vs patched, bench kernels, booted alternately.
-#   bench.sh [--quick] [--reps N] [--out DIR]
+#   bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug]
+#            [--variants "vanilla patched"]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
 # and the selftests' bench binary, then boots vanilla, patched, vanilla,
 # patched, ... (N repetitions each; full: 4, quick: 1) and runs guest/bench.py
@@ -8,17 +9,42 @@
 # report.md, *.png); quick mode (one size, short runs, one repetition)
 # writes build/results/bench-quick/. Every measurement proves that its bytes
 # went the way it claims (see guest/bench.py); any failure fails the run.
+# --config debug uses the debug kernels instead (what make check builds);
+# --variants boots only the kernels named (vanilla first if both), and the
+# report then has no comparison. CI runs the quick mode on debug/patched:
+# a smoke test of the benchmark on the kernel it already has.
 . "$(dirname "$0")/lib.sh"
 
-mode=full reps='' out=''
+mode=full reps='' out='' config=bench want='vanilla patched'
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick; shift ;;
 	--reps) reps=${2:?}; shift 2 ;;
 	--out) out=${2:?}; shift 2 ;;
-	*) die "usage: bench.sh [--quick] [--reps N] [--out DIR]" ;;
+	--config) config=${2:?}; shift 2 ;;
+	--variants) want=${2?}; shift 2 ;;
+	*) die "usage: bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug] [--variants \"vanilla patched\"]" ;;
 	esac
 done
+case $config in
+bench | debug) ;;
+*) die "--config wants bench or debug, not '$config'" ;;
+esac
+# The variants asked for, in boot order: vanilla first.
+read -r -a words <<<"$want"
+for w in "${words[@]}"; do
+	case $w in
+	vanilla | patched) ;;
+	*) die "--variants wants vanilla and/or patched, not '$w'" ;;
+	esac
+done
+variants=()
+for v in vanilla patched; do
+	for w in "${words[@]}"; do
+		[ "$w" != "$v" ] || { variants+=("$v"); break; }
+	done
+done
+[ ${#variants[@]} -gt 0 ] || die "--variants wants vanilla and/or patched"
 if [ "$mode" = quick ]; then
 	reps=${reps:-1}
 	out=${out:-$BUILD/results/bench-quick}
@@ -28,16 +54,17 @@ else
 	out=${out:-$TOP/results/$(date +%Y-%m-%d-%H%M)}
 fi
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "--reps wants a positive number"
-variants=(vanilla patched)
 tools=$BUILD/bench/tools
-bench_bin=$(out_for vanilla bench)/selftests/bench
+bench_bin=$(out_for "${variants[0]}" "$config")/selftests/bench
+what=''
+[ "$config ${variants[*]}" = "bench vanilla patched" ] || what=", $config: ${variants[*]}"
 
-log "bench ($mode, $reps repetition(s)): building"
-for v in "${variants[@]}"; do "$TOP/scripts/build-kernel.sh" bench "$v"; done
+log "bench ($mode, $reps repetition(s)$what): building"
+for v in "${variants[@]}"; do "$TOP/scripts/build-kernel.sh" "$config" "$v"; done
 make -s -C "$TOP/bench" O="$tools"
 # One bench binary for both kernels, so that only the kernel differs (the
-# series does not touch tools/).
-"$TOP/scripts/build-selftests.sh" bench vanilla bench
+# series does not touch tools/): the first variant's.
+"$TOP/scripts/build-selftests.sh" "$config" "${variants[0]}" bench
 
 mkdir -p "$out/raw"
 out=$(cd "$out" && pwd -P)
@@ -45,7 +72,7 @@ boots=$((reps * ${#variants[@]})) boot=0
 for rep in $(seq 1 "$reps"); do
 	for v in "${variants[@]}"; do
 		boot=$((boot + 1))
-		tree=$(tree_for "$v") kout=$(out_for "$v" bench)
+		tree=$(tree_for "$v") kout=$(out_for "$v" "$config")
 		vm=$BUILD/results/bench-vm/$rep-$v
 		rm -rf "$vm"
 		mkdir -p "$vm"
@@ -60,7 +87,7 @@ for rep in $(seq 1 "$reps"); do
 			    "kernel_tree_commit": git("$tree", "rev-parse", "HEAD"),
 			    "kernel_tree_base": git("$tree", "rev-parse", "base"),
 			    "series": git("$tree", "log", "--format=%h %s", "base..HEAD").splitlines(),
-			    "config": "bench",
+			    "config": "$config",
 			    "config_sha256": subprocess.run(["sha256sum", "$kout/.config"],
 			        capture_output=True, text=True).stdout.split()[0],
 			    "qemu": subprocess.run(["qemu-system-x86_64", "--version"],
