@@ -2,7 +2,8 @@
 # Everything builds under build/ (ignored by git); patches/ is the product.
 #
 # Variables: CONFIG=bench|debug, VARIANT=vanilla|patched,
-# LINUX_SRC=<tarball, tree or git checkout> for another base (make tree).
+# LINUX_SRC=<tarball, tree or git checkout> for another base (make tree);
+# make bench: QUICK=1, VARIANTS="vanilla patched", CONFIG only if given.
 
 CONFIG  ?= debug
 VARIANT ?= patched
@@ -49,10 +50,16 @@ stress: deps
 
 ## bench          vanilla vs patched benchmark (bench kernels, booted
 ##                alternately): results/<date>/; QUICK=1: one size, one
-##                repetition, build/results/bench-quick/ (a smoke test)
+##                repetition, build/results/bench-quick/ (a smoke test);
+##                CONFIG=debug on the command line: the debug kernels (the
+##                bench config otherwise, whatever CONFIG defaults to);
+##                VARIANTS=patched or =vanilla: that kernel alone, no
+##                comparison (CI: QUICK=1 CONFIG=debug VARIANTS=patched)
 bench: deps tree
 	$(S)/deps.sh bench
-	$(S)/bench.sh $(if $(QUICK),--quick)
+	$(S)/bench.sh $(if $(QUICK),--quick) \
+		$(if $(filter command line,$(origin CONFIG)),--config $(CONFIG)) \
+		$(if $(VARIANTS),--variants "$(VARIANTS)")
 
 ## deps           install the Debian packages the tests need (root);
 ##                make bench adds the benchmark's
