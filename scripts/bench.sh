@@ -13,6 +13,7 @@
 # --variants boots only the kernels named (vanilla first if both), and the
 # report then has no comparison. CI runs the quick mode on debug/patched:
 # a smoke test of the benchmark on the kernel it already has.
+# shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
 mode=full reps='' out='' config=bench want='vanilla patched'
@@ -23,7 +24,8 @@ while [ $# -gt 0 ]; do
 	--out) out=${2:?}; shift 2 ;;
 	--config) config=${2:?}; shift 2 ;;
 	--variants) want=${2?}; shift 2 ;;
-	*) die "usage: bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug] [--variants \"vanilla patched\"]" ;;
+	-h | --help) usage 0 ;;
+	*) die "unknown option '$1' (try --help)" ;;
 	esac
 done
 case $config in
