@@ -3,9 +3,10 @@
 #   bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug]
 #            [--variants "vanilla patched"]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
-# and the selftests' bench binary, then boots vanilla, patched, vanilla,
-# patched, ... (N repetitions each; full: 4, quick: 1) and runs guest/bench.py
-# in each boot. Full mode writes results/<date>/ (raw/*.json, one per boot,
+# and the selftests' bench binary, then boots vanilla, patched, patched,
+# vanilla, ... (N repetitions each; full: 4, quick: 1; every other
+# repetition in reverse order, so that a host that drifts slower or faster
+# over the run favours neither) and runs guest/bench.py in each boot. Full mode writes results/<date>/ (raw/*.json, one per boot,
 # report.md, *.png); quick mode (one size, short runs, one repetition)
 # writes build/results/bench-quick/. Every measurement proves that its bytes
 # went the way it claims (see guest/bench.py); any failure fails the run.
@@ -32,7 +33,7 @@ case $config in
 bench | debug) ;;
 *) die "--config wants bench or debug, not '$config'" ;;
 esac
-# The variants asked for, in boot order: vanilla first.
+# The variants asked for, vanilla first (the boot order of odd repetitions).
 read -r -a words <<<"$want"
 for w in "${words[@]}"; do
 	case $w in
@@ -72,7 +73,9 @@ mkdir -p "$out/raw"
 out=$(cd "$out" && pwd -P)
 boots=$((reps * ${#variants[@]})) boot=0
 for rep in $(seq 1 "$reps"); do
-	for v in "${variants[@]}"; do
+	order=("${variants[@]}")
+	[ $((rep % 2)) = 1 ] || mapfile -t order < <(printf '%s\n' "${variants[@]}" | tac)
+	for v in "${order[@]}"; do
 		boot=$((boot + 1))
 		tree=$(tree_for "$v") kout=$(out_for "$v" "$config")
 		vm=$BUILD/results/bench-vm/$rep-$v
