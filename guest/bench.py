@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One benchmark repetition, inside a scripts/vm-run.sh guest.
 
-  bench.py --mode quick|full --tools DIR --bench BENCH --meta META.json --out OUT.json
+  bench.py --mode quick|full|icount --tools DIR --bench BENCH --meta META.json --out OUT.json
 
 Runs every workload once per size on the booted kernel and writes one JSON
 document to OUT.json: META.json (what the host knows: variant, repetition,
@@ -40,6 +40,14 @@ PLANS = {
                  latency_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
                                 63 * KIB],
                  iperf_s=5, latency_s=5, bench_s=5, flows=500, flows_s=5),
+    # Under scripts/vm-run.sh --icount, where a second of guest time is 10^9
+    # instructions of either vCPU: the full sizes, one second each, and no
+    # bench or many-flow runs (nothing there that the rest does not show).
+    "icount": dict(iperf_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
+                                64 * KIB, 128 * KIB, 256 * KIB],
+                   latency_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
+                                  63 * KIB],
+                   iperf_s=1, latency_s=1, bench_s=0, flows=0, flows_s=0),
 }
 SENDER_CPU, RECEIVER_CPU = "0", "1"
 CGROOT = "/sys/fs/cgroup"
@@ -343,6 +351,21 @@ def guest_info():
     }
 
 
+def manyflow(tools, plan, measure):
+    """Many flows: no BPF loaded at all, then sockmap on every flow with
+    nothing redirected."""
+    measure("manyflow", "nobpf", 64,
+            lambda: pingpong(tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
+                             CG_PLAIN, plan["flows"]), flows=plan["flows"])
+    red = Redirector(tools, passthrough=True)
+    try:
+        measure("manyflow", "pass", 64,
+                lambda: pingpong(tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
+                                 CG_SOCKMAP, plan["flows"]), red, flows=plan["flows"])
+    finally:
+        red.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=PLANS, required=True)
@@ -378,22 +401,13 @@ def main():
             measure("pingpong", "uds", size,
                     lambda: pingpong(args.tools, "/tmp/bench-uds.sock", size,
                                      plan["latency_s"], CG_PLAIN), red)
-        measure("bench", "bench-sockmap", 128 * KIB,
-                lambda: bench_sockmap(args.bench, plan["bench_s"], CG_PLAIN), red)
+        if plan["bench_s"]:
+            measure("bench", "bench-sockmap", 128 * KIB,
+                    lambda: bench_sockmap(args.bench, plan["bench_s"], CG_PLAIN), red)
     finally:
         red.close()
-    # Many flows: no BPF loaded at all, then sockmap on every flow with
-    # nothing redirected.
-    measure("manyflow", "nobpf", 64,
-            lambda: pingpong(args.tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
-                             CG_PLAIN, plan["flows"]), flows=plan["flows"])
-    red = Redirector(args.tools, passthrough=True)
-    try:
-        measure("manyflow", "pass", 64,
-                lambda: pingpong(args.tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
-                                 CG_SOCKMAP, plan["flows"]), red, flows=plan["flows"])
-    finally:
-        red.close()
+    if plan["flows"]:
+        manyflow(args.tools, plan, measure)
 
     doc["elapsed_s"] = time.monotonic() - T0
     with open(args.out + ".tmp", "w") as f:

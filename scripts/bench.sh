@@ -6,8 +6,11 @@
 # and the selftests' bench binary, then boots vanilla, patched, patched,
 # vanilla, ... (N repetitions each; full: 4, quick: 1; every other
 # repetition in reverse order, so that a host that drifts slower or faster
-# over the run favours neither) and runs guest/bench.py in each boot. Full mode writes results/<date>/ (raw/*.json, one per boot,
-# report.md, *.png); quick mode (one size, short runs, one repetition)
+# over the run favours neither) and runs guest/bench.py in each boot. Full
+# mode then boots each kernel once more under vm-run.sh --icount (guest
+# time counts instructions: the same on every run) and writes
+# results/<date>/ (raw/*.json, one per boot, icount/*.json, report.md,
+# *.png); quick mode (one size, short runs, one repetition, no icount)
 # writes build/results/bench-quick/. Every measurement proves that its bytes
 # went the way it claims (see guest/bench.py); any failure fails the run.
 # --config debug uses the debug kernels instead (what make check builds);
@@ -71,43 +74,59 @@ make -s -C "$TOP/bench" O="$tools"
 
 mkdir -p "$out/raw"
 out=$(cd "$out" && pwd -P)
-boots=$((reps * ${#variants[@]})) boot=0
+
+# run_boot MODE VARIANT REP DEST: one boot of VARIANT running guest/bench.py
+# in MODE (under vm-run.sh --icount for MODE icount); its JSON goes to DEST.
+run_boot() {
+	local mode=$1 v=$2 rep=$3 dest=$4 tree kout vm icount=()
+	tree=$(tree_for "$v") kout=$(out_for "$v" "$config")
+	vm=$BUILD/results/bench-vm/$mode-$rep-$v
+	[ "$mode" != icount ] || icount=(--icount)
+	rm -rf "$vm"
+	mkdir -p "$vm"
+	python3 - "$vm/meta.json" <<-EOF
+		import json, subprocess, sys
+		def git(d, *a):
+		    return subprocess.run(["git", "-C", d, *a], capture_output=True,
+		                          text=True).stdout.strip()
+		json.dump({
+		    "variant": "$v", "rep": $rep, "reps": $reps, "mode": "$mode",
+		    "workbench_commit": git("$TOP", "describe", "--always", "--dirty"),
+		    "kernel_tree_commit": git("$tree", "rev-parse", "HEAD"),
+		    "kernel_tree_base": git("$tree", "rev-parse", "base"),
+		    "series": git("$tree", "log", "--format=%h %s", "base..HEAD").splitlines(),
+		    "config": "$config",
+		    "config_sha256": subprocess.run(["sha256sum", "$kout/.config"],
+		        capture_output=True, text=True).stdout.split()[0],
+		    "qemu": subprocess.run(["qemu-system-x86_64", "--version"],
+		        capture_output=True, text=True).stdout.splitlines()[0],
+		    "host_cpus": $(nproc),
+		}, open(sys.argv[1], "w"), indent=1)
+	EOF
+	log "bench: $mode boot: $v, repetition $rep/$reps (console: $vm/console.log)"
+	"$TOP/scripts/vm-run.sh" "${icount[@]}" --kernel "$kout/arch/x86/boot/bzImage" \
+		--results "$vm" --timeout 3600 -- "$TOP/guest/bench.py" --mode "$mode" \
+		--tools "$tools" --bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json" ||
+		die "bench: $mode $v repetition $rep failed (see $vm/console.log)"
+	[ -s "$vm/bench.json" ] || die "bench: $mode $v repetition $rep left no results"
+	cp "$vm/bench.json" "$dest"
+}
+
 for rep in $(seq 1 "$reps"); do
 	order=("${variants[@]}")
 	[ $((rep % 2)) = 1 ] || mapfile -t order < <(printf '%s\n' "${variants[@]}" | tac)
 	for v in "${order[@]}"; do
-		boot=$((boot + 1))
-		tree=$(tree_for "$v") kout=$(out_for "$v" "$config")
-		vm=$BUILD/results/bench-vm/$rep-$v
-		rm -rf "$vm"
-		mkdir -p "$vm"
-		python3 - "$vm/meta.json" <<-EOF
-			import json, subprocess, sys
-			def git(d, *a):
-			    return subprocess.run(["git", "-C", d, *a], capture_output=True,
-			                          text=True).stdout.strip()
-			json.dump({
-			    "variant": "$v", "rep": $rep, "reps": $reps, "mode": "$mode",
-			    "workbench_commit": git("$TOP", "describe", "--always", "--dirty"),
-			    "kernel_tree_commit": git("$tree", "rev-parse", "HEAD"),
-			    "kernel_tree_base": git("$tree", "rev-parse", "base"),
-			    "series": git("$tree", "log", "--format=%h %s", "base..HEAD").splitlines(),
-			    "config": "$config",
-			    "config_sha256": subprocess.run(["sha256sum", "$kout/.config"],
-			        capture_output=True, text=True).stdout.split()[0],
-			    "qemu": subprocess.run(["qemu-system-x86_64", "--version"],
-			        capture_output=True, text=True).stdout.splitlines()[0],
-			    "host_cpus": $(nproc),
-			}, open(sys.argv[1], "w"), indent=1)
-		EOF
-		log "bench: boot $boot/$boots: $v, repetition $rep/$reps (console: $vm/console.log)"
-		"$TOP/scripts/vm-run.sh" --kernel "$kout/arch/x86/boot/bzImage" --results "$vm" \
-			--timeout 3600 -- "$TOP/guest/bench.py" --mode "$mode" --tools "$tools" \
-			--bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json" ||
-			die "bench: $v repetition $rep failed (see $vm/console.log)"
-		[ -s "$vm/bench.json" ] || die "bench: $v repetition $rep left no results"
-		cp "$vm/bench.json" "$out/raw/$rep-$v.json"
+		run_boot "$mode" "$v" "$rep" "$out/raw/$rep-$v.json"
 	done
 done
-log "bench: all $boots boots done; report in $out"
+# Full mode: then one boot of each kernel under --icount, where timings
+# count instructions and come out the same on every run (the spread of the
+# boots above is the host's, not the kernel's).
+if [ "$mode" = full ]; then
+	mkdir -p "$out/icount"
+	for v in "${variants[@]}"; do
+		reps=1 run_boot icount "$v" 1 "$out/icount/$v.json"
+	done
+fi
+log "bench: all boots done; report in $out"
 "$TOP/scripts/bench-report.py" "$out"

@@ -54,14 +54,13 @@ kmake() {
 }
 
 # kernel_configure TREE OUT CONFIG: OUT/.config from tinyconfig and the
-# fragments for CONFIG (bench.config, plus CONFIG.config for debug). It is
+# fragments for CONFIG (base.config, then CONFIG.config). It is
 # regenerated only when the fragments change, so builds stay incremental.
 # Fails if an option asked for did not make it into the result.
 kernel_configure() {
 	local tree=$1 out=$2 config=$3 missing
-	local fragments=("$TOP/config/bench.config")
 	[ -f "$TOP/config/$config.config" ] || die "no config/$config.config"
-	[ "$config" = bench ] || fragments+=("$TOP/config/$config.config")
+	local fragments=("$TOP/config/base.config" "$TOP/config/$config.config")
 	mkdir -p "$out"
 	cat "${fragments[@]}" >"$out/fragments.config"
 	cmp -s "$out/fragments.config" "$out/.fragments-used" 2>/dev/null && return 0

@@ -11,6 +11,15 @@
 #   --cpus N          vCPUs (default 2)
 #   --mem SIZE        guest memory (default 4G)
 #   --append "ARGS"   extra kernel command line
+#   --icount          count instructions instead of time: one host thread runs
+#                     the vCPUs in turn and guest time advances 1 ns per
+#                     instruction executed (qemu -icount shift=0,sleep=off;
+#                     idle time is skipped), so what the guest times is the
+#                     work done, the same on every run and whatever the host
+#                     is doing. With nohz=off: with the tick stopped on idle
+#                     vCPUs, a wake-up of an idle vCPU was at times not seen
+#                     until a timer far away (a ping-pong stood still for
+#                     400 s of guest time); the tick bounds that to 4 ms.
 # The command runs as root in the host's current directory, with stdin from
 # /dev/null and its output on the guest console. RESULTS/ then holds
 # console.log (everything qemu printed), cmd, exit-status, dmesg.txt and
@@ -21,7 +30,7 @@
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-kernel='' results='' timeout=1800 cpus=2 mem=4G append=''
+kernel='' results='' timeout=1800 cpus=2 mem=4G append='' icount=''
 need() { [ "$2" -ge 2 ] || die "$1 needs a value (try --help)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -31,6 +40,7 @@ while [ $# -gt 0 ]; do
 	--cpus) need "$1" $#; cpus=$2; shift 2 ;;
 	--mem) need "$1" $#; mem=$2; shift 2 ;;
 	--append) need "$1" $#; append=$2; shift 2 ;;
+	--icount) icount=1; shift ;;
 	-h | --help) usage 0 ;;
 	--) shift; break ;;
 	*) die "unknown option '$1' (try --help)" ;;
@@ -78,12 +88,17 @@ quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 ninep=trans=virtio,version=9p2000.L,msize=512000
 cmdline="console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ninep,cache=loose ro"
 cmdline+=" init=$init acpi=noirq panic=-1 loglevel=4 log_buf_len=16M"
+[ -z "$icount" ] || cmdline+=" nohz=off"
 cmdline+=" RESULTS=$results${append:+ $append}"
+# shellcheck disable=SC2054 # the commas are qemu's
+accel=(-accel tcg,thread=multi)
+# shellcheck disable=SC2054
+[ -z "$icount" ] || accel=(-accel tcg,thread=single -icount shift=0,sleep=off)
 
 # shellcheck disable=SC2054 # the commas are qemu's
 qemu=(
 	qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
-	-machine q35 -accel tcg,thread=multi -cpu max,la57=off -smp "$cpus" -m "$mem"
+	-machine q35 "${accel[@]}" -cpu max,la57=off -smp "$cpus" -m "$mem"
 	-display none -serial stdio
 	-kernel "$kernel" -append "$cmdline"
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
@@ -92,7 +107,7 @@ qemu=(
 	-device virtio-9p-pci,fsdev=results,mount_tag=results
 )
 
-log "booting $kernel (${cpus} CPUs, $mem, timeout ${timeout}s); results in $results"
+log "booting $kernel (${cpus} CPUs, $mem${icount:+, icount}, timeout ${timeout}s); results in $results"
 start=$SECONDS
 # --foreground: qemu stays in our process group, so ^C reaches it. The
 # console goes both to our stdout and, in full, to console.log (tee -p: keep
