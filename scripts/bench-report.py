@@ -151,7 +151,16 @@ def main():
     w(f"- Tools: " + ", ".join(f"{p} {v}" for p, v in sorted(g["tools"].items()))
       + f"; {first['qemu']}; workbench {first['workbench_commit']}")
     w(f"- Guest time per boot: " + ", ".join(
-        f"{doc['variant']} {doc['rep']}: {doc['elapsed_s']:.0f}s" for doc in docs) + "\n")
+        f"{doc['variant']} {doc['rep']}: {doc['elapsed_s']:.0f}s" for doc in docs))
+    splats = [doc for doc in docs + icdocs if doc.get("kernel_splat")]
+    if splats:
+        w("- **Kernel splats** (allowed for vanilla only: its own bugs; one on patched "
+          "fails the run): " + "; ".join(
+              f"{doc['variant']} {doc['mode']} boot {doc['rep']}: "
+              + next((line.strip(">> ") for line in doc["kernel_splat"]
+                      if line.startswith(">>")), doc["kernel_splat"][0])
+              for doc in splats))
+    w("")
 
     def table(title, workload, sizes_, rows):
         # Only the rows whose kernels this run measured.
