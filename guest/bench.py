@@ -31,23 +31,20 @@ import sys
 import time
 
 KIB = 1024
+IPERF_SIZES = [64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB,
+               256 * KIB]
+LATENCY_SIZES = [64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB, 63 * KIB]
 PLANS = {
     # seconds per measurement and sizes, per mode
     "quick": dict(iperf_sizes=[64], latency_sizes=[64], iperf_s=3, latency_s=3,
                   bench_s=3, flows=200, flows_s=3),
-    "full": dict(iperf_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
-                              64 * KIB, 128 * KIB, 256 * KIB],
-                 latency_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
-                                63 * KIB],
-                 iperf_s=5, latency_s=5, bench_s=5, flows=500, flows_s=5),
+    "full": dict(iperf_sizes=IPERF_SIZES, latency_sizes=LATENCY_SIZES, iperf_s=5, latency_s=5,
+                 bench_s=5, flows=500, flows_s=5),
     # Under scripts/vm-run.sh --icount, where a second of guest time is 10^9
     # instructions of either vCPU: the full sizes, one second each, and no
     # bench or many-flow runs (nothing there that the rest does not show).
-    "icount": dict(iperf_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
-                                64 * KIB, 128 * KIB, 256 * KIB],
-                   latency_sizes=[64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB,
-                                  63 * KIB],
-                   iperf_s=1, latency_s=1, bench_s=0, flows=0, flows_s=0),
+    "icount": dict(iperf_sizes=IPERF_SIZES, latency_sizes=LATENCY_SIZES, iperf_s=1,
+                   latency_s=1, bench_s=0, flows=0, flows_s=0),
 }
 SENDER_CPU, RECEIVER_CPU = "0", "1"
 CGROOT = "/sys/fs/cgroup"
