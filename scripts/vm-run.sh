@@ -25,8 +25,9 @@
 #                     400 s of guest time); the tick bounds that to 4 ms.
 # The command runs as root in the host's current directory, with stdin from
 # /dev/null and its output on the guest console. RESULTS/ then holds
-# console.log (everything qemu printed), cmd, exit-status, dmesg.txt and
-# kmemleak.txt (if the kernel has kmemleak).
+# console.log (everything qemu printed), cmd, exit-status, dmesg.txt,
+# kmemleak.txt (if the kernel has kmemleak) and splats.txt (the splat
+# scan's report; empty if it found nothing).
 # Exit status: the command's if non-zero; 124 on timeout; 125 if the guest
 # wrote no exit status (crash, panic, setup failure); 1 for a kernel splat
 # (see scripts/splat-scan.sh) after a successful command.
@@ -66,7 +67,7 @@ for p in "$results" "$init"; do
 	[[ $p != *[[:space:],]* ]] || die "path '$p' must not contain white space or commas"
 done
 [ -x "$init" ] || die "$init is not executable"
-rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt}
+rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt,splats.txt}
 
 # The command, for guest/init.sh to run with sh: every word single-quoted
 # (a ' inside becomes '\''), so no argument is ever re-split or expanded.
@@ -136,14 +137,18 @@ fi
 
 # The kernel's own log first (no false alarms from the command's output);
 # the console too, kernel lines only, for a guest that died before saving it.
-if ! "$TOP/scripts/splat-scan.sh" "$results/dmesg.txt" "$results/kmemleak.txt" ||
-	! "$TOP/scripts/splat-scan.sh" -k "$results/console.log"; then
+# Their report is kept in splats.txt, emptied if they found nothing (their
+# notes on ignored lines are no finding).
+if ! { "$TOP/scripts/splat-scan.sh" "$results/dmesg.txt" "$results/kmemleak.txt" &&
+	"$TOP/scripts/splat-scan.sh" -k "$results/console.log"; } | tee "$results/splats.txt"; then
 	if [ -n "$splat_ok" ]; then
 		log "WARNING: kernel splat (see above and $results/dmesg.txt), not failing (--splat-ok)"
 	else
 		log "FAIL: kernel splat (see above and $results/dmesg.txt)"
 		[ "$status" != 0 ] || status=1
 	fi
+else
+	: >"$results/splats.txt"
 fi
 [ "$status" != 0 ] || log "OK: results in $results"
 exit "$status"
