@@ -15,6 +15,18 @@
  *    "bytes": 2*S*N, "latency_us": {"mean": .., "p50": .., "p99": .., "max": ..}}
  * latency_us is half the round trip, as sockperf reports it; it is given
  * for a single flow only.
+ *
+ *   pingpong solo ADDR SIZE COUNT
+ *
+ * One thread, both ends of one connection to itself (ADDR is where it
+ * listens): COUNT times, a SIZE-byte send() from the connecting end, a
+ * recv(MSG_DONTWAIT) into a larger buffer (as a server reads) at the
+ * accepting end, the same back; each call timed on CLOCK_MONOTONIC, after
+ * 100 rounds of warm-up. Nobody ever waits or is woken up: under QEMU
+ * -icount, where a nanosecond is an instruction, this is what each system
+ * call costs on the path. One JSON line:
+ *   {"size": S, "count": N, "bytes": 2*S*N, "send_ns": .., "recv_ns": ..}
+ * (means over both directions).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -290,6 +302,67 @@ done:
 	return 0;
 }
 
+static int solo(const char *addr, long size, long count)
+{
+	const long warmup = 100;
+	struct sockaddr_storage ss;
+	socklen_t len = parse_addr(addr, &ss);
+	uint64_t t[5], send_ns = 0, recv_ns = 0;
+	int lfd, fd[2], one = 1;
+	char *buf = malloc(MAX_SIZE);
+
+	if (!buf)
+		die("malloc");
+	memset(buf, 'x', size);
+	lfd = socket(ss.ss_family, SOCK_STREAM, 0);
+	if (lfd < 0)
+		die("socket");
+	if (ss.ss_family == AF_UNIX)
+		unlink(addr);
+	else if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		die("SO_REUSEADDR");
+	if (bind(lfd, (struct sockaddr *)&ss, len) || listen(lfd, 1))
+		die("bind/listen");
+	fd[0] = socket(ss.ss_family, SOCK_STREAM, 0);
+	if (fd[0] < 0 || connect(fd[0], (struct sockaddr *)&ss, len))
+		die("connect");
+	fd[1] = accept(lfd, NULL, NULL);
+	if (fd[1] < 0)
+		die("accept");
+	set_nodelay(fd[0], ss.ss_family);
+	set_nodelay(fd[1], ss.ss_family);
+
+	for (long i = 0; i < warmup + count; i++) {
+		for (int k = 0; k < 2; k++) {
+			ssize_t sent, got;
+
+			t[0] = now_ns();
+			sent = send(fd[k], buf, size, 0);
+			t[1] = now_ns();
+			got = recv(fd[!k], buf, MAX_SIZE, MSG_DONTWAIT);
+			t[2] = now_ns();
+			if (sent != size || got != size) {
+				fprintf(stderr, "pingpong: solo round %ld: sent %zd, received %zd of %ld: %s\n",
+					i, sent, got, size, strerror(errno));
+				return 1;
+			}
+			if (i >= warmup) {
+				send_ns += t[1] - t[0];
+				recv_ns += t[2] - t[1];
+			}
+		}
+	}
+	printf("{\"size\": %ld, \"count\": %ld, \"bytes\": %lld, \"send_ns\": %.1f, "
+	       "\"recv_ns\": %.1f}\n", size, count, 2LL * size * (warmup + count),
+	       send_ns / 2.0 / count, recv_ns / 2.0 / count);
+	close(fd[0]);
+	close(fd[1]);
+	close(lfd);
+	if (ss.ss_family == AF_UNIX)
+		unlink(addr);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "server"))
@@ -305,7 +378,17 @@ int main(int argc, char **argv)
 		}
 		return client(argv[2], size, seconds, flows);
 	}
+	if (argc == 5 && !strcmp(argv[1], "solo")) {
+		long size = atol(argv[3]), count = atol(argv[4]);
+
+		if (size < 1 || size > MAX_SIZE || count < 1) {
+			fprintf(stderr, "pingpong: want 1 <= SIZE <= %d, COUNT >= 1\n", MAX_SIZE);
+			return 2;
+		}
+		return solo(argv[2], size, count);
+	}
 	fprintf(stderr, "usage: pingpong server ADDR [FLOWS]\n"
-			"       pingpong client ADDR SIZE SECONDS [FLOWS]\n");
+			"       pingpong client ADDR SIZE SECONDS [FLOWS]\n"
+			"       pingpong solo ADDR SIZE COUNT\n");
 	return 2;
 }

@@ -37,14 +37,16 @@ LATENCY_SIZES = [64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB, 63 * K
 PLANS = {
     # seconds per measurement and sizes, per mode
     "quick": dict(iperf_sizes=[64], latency_sizes=[64], iperf_s=3, latency_s=3,
-                  bench_s=3, flows=200, flows_s=3),
+                  bench_s=3, flows=200, flows_s=3, syscalls=0),
     "full": dict(iperf_sizes=IPERF_SIZES, latency_sizes=LATENCY_SIZES, iperf_s=5, latency_s=5,
-                 bench_s=5, flows=500, flows_s=5),
+                 bench_s=5, flows=500, flows_s=5, syscalls=0),
     # Under scripts/vm-run.sh --icount, where a second of guest time is 10^9
     # instructions of either vCPU: the full sizes, one second each, and no
-    # bench or many-flow runs (nothing there that the rest does not show).
+    # bench or many-flow runs (nothing there that the rest does not show);
+    # but the instructions of each send() and recv() (pingpong solo), which
+    # only make sense counted.
     "icount": dict(iperf_sizes=IPERF_SIZES, latency_sizes=LATENCY_SIZES, iperf_s=1,
-                   latency_s=1, bench_s=0, flows=0, flows_s=0),
+                   latency_s=1, bench_s=0, flows=0, flows_s=0, syscalls=20000),
 }
 SENDER_CPU, RECEIVER_CPU = "0", "1"
 CGROOT = "/sys/fs/cgroup"
@@ -293,6 +295,18 @@ def pingpong(tools, addr, size, seconds, cg, flows=1):
     return rec
 
 
+def solo(tools, size, count, cg):
+    """pingpong solo: the mean time of a send() and of a recv() with nobody
+    waiting (under --icount, their instructions)."""
+    p = spawn(pinned(SENDER_CPU, tools + "/pingpong", "solo", f"{HOST}:{next_port()}",
+                     str(size), str(count)), cg, stdout=subprocess.PIPE)
+    out = p.stdout.read()
+    finish(p, "pingpong solo", 600, out)
+    r = json.loads(out)
+    return {"count": r["count"], "send_ns": r["send_ns"], "recv_ns": r["recv_ns"],
+            "payload_bytes": r["bytes"]}
+
+
 def bench_sockmap(bench, seconds, cg):
     """The selftests' bench: one producer, sendfile() of 128 KiB chunks, a
     sk_msg program redirecting to the consumer's ingress."""
@@ -398,6 +412,10 @@ def main():
             measure("pingpong", "uds", size,
                     lambda: pingpong(args.tools, "/tmp/bench-uds.sock", size,
                                      plan["latency_s"], CG_PLAIN), red)
+        if plan["syscalls"]:
+            for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
+                measure("syscall", system, 64,
+                        lambda: solo(args.tools, 64, plan["syscalls"], cg), red)
         if plan["bench_s"]:
             measure("bench", "bench-sockmap", 128 * KIB,
                     lambda: bench_sockmap(args.bench, plan["bench_s"], CG_PLAIN), red)

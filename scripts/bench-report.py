@@ -306,6 +306,26 @@ def main():
                                                              stat=istat)),
               ])
 
+        if any(k[0] == "syscall" for k in icdata):
+            w("## Instruction-counted system calls: pingpong solo, 64 B\n")
+            w("One thread holds both ends of a connection to itself: a send() on one end, "
+              "a recv(MSG_DONTWAIT) at the other, both ways, 20,000 times. Nobody waits or "
+              "is woken up: the instructions of each call on the path (mean of both "
+              "directions).\n")
+            both = len(present) == 2
+            w("| call | " + " | ".join(present) + (" | change |" if both else " |"))
+            w("|---|" + "---|" * (len(present) + both))
+            for system, name in (("sockmap", "sockmap"), ("tcp", "TCP")):
+                for metric in ("send_ns", "recv_ns"):
+                    st = [istat("syscall", system, 64, v, metric) for v in present]
+                    if not all(st):
+                        continue
+                    change = (f" {st[1].mean - st[0].mean:+.0f} ({fmt_change(*st)}) |"
+                              if both else "")
+                    w(f"| {name} {metric[:4]}() | "
+                      + " | ".join(f"{x.mean:.0f}" for x in st) + " |" + change)
+            w("")
+
     # The targets, judged on the means; a miss is reported, not hidden.
     # They compare the two kernels: a run of one has none.
     if only:
