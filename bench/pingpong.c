@@ -118,26 +118,37 @@ static void write_all(int fd, const char *buf, size_t len)
 	}
 }
 
+/* A socket listening on ADDR (parsed into *ss, *len), with BACKLOG. */
+static int listen_on(const char *addr, struct sockaddr_storage *ss, socklen_t *len,
+		     int backlog)
+{
+	int lfd, one = 1;
+
+	*len = parse_addr(addr, ss);
+	lfd = socket(ss->ss_family, SOCK_STREAM, 0);
+	if (lfd < 0)
+		die("socket");
+	if (ss->ss_family == AF_UNIX)
+		unlink(addr);
+	else if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		die("SO_REUSEADDR");
+	if (bind(lfd, (struct sockaddr *)ss, *len) || listen(lfd, backlog))
+		die("bind/listen");
+	return lfd;
+}
+
 static int server(const char *addr, long flows)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = parse_addr(addr, &ss);
+	socklen_t len;
 	struct epoll_event ev, evs[256];
 	long accepted = 0, open_conns = 0;
-	int lfd, ep, one = 1, i;
+	int lfd, ep, i;
 	char *buf = malloc(MAX_SIZE);
 
 	if (!buf)
 		die("malloc");
-	lfd = socket(ss.ss_family, SOCK_STREAM, 0);
-	if (lfd < 0)
-		die("socket");
-	if (ss.ss_family == AF_UNIX)
-		unlink(addr);
-	else if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
-		die("SO_REUSEADDR");
-	if (bind(lfd, (struct sockaddr *)&ss, len) || listen(lfd, 4096))
-		die("bind/listen");
+	lfd = listen_on(addr, &ss, &len, 4096);
 	ep = epoll_create1(0);
 	if (ep < 0)
 		die("epoll_create1");
@@ -306,23 +317,15 @@ static int solo(const char *addr, long size, long count)
 {
 	const long warmup = 100;
 	struct sockaddr_storage ss;
-	socklen_t len = parse_addr(addr, &ss);
-	uint64_t t[5], send_ns = 0, recv_ns = 0;
-	int lfd, fd[2], one = 1;
+	socklen_t len;
+	uint64_t t[3], send_ns = 0, recv_ns = 0;
+	int lfd, fd[2];
 	char *buf = malloc(MAX_SIZE);
 
 	if (!buf)
 		die("malloc");
 	memset(buf, 'x', size);
-	lfd = socket(ss.ss_family, SOCK_STREAM, 0);
-	if (lfd < 0)
-		die("socket");
-	if (ss.ss_family == AF_UNIX)
-		unlink(addr);
-	else if (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
-		die("SO_REUSEADDR");
-	if (bind(lfd, (struct sockaddr *)&ss, len) || listen(lfd, 1))
-		die("bind/listen");
+	lfd = listen_on(addr, &ss, &len, 1);
 	fd[0] = socket(ss.ss_family, SOCK_STREAM, 0);
 	if (fd[0] < 0 || connect(fd[0], (struct sockaddr *)&ss, len))
 		die("connect");
