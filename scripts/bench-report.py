@@ -308,8 +308,10 @@ def main():
 
         if any(k[0] == "syscall" for k in icdata):
             w("## Instruction-counted system calls: pingpong solo, 64 B\n")
+            count = istat("syscall", "sockmap", 64, present[0], "count")
             w("One thread holds both ends of a connection to itself: a send() on one end, "
-              "a recv(MSG_DONTWAIT) at the other, both ways, 20,000 times. Nobody waits or "
+              "a recv(MSG_DONTWAIT) at the other, both ways, "
+              f"{count.mean if count else 0:,.0f} times. Nobody waits or "
               "is woken up: the instructions of each call on the path (mean of both "
               "directions).\n")
             both = len(present) == 2
