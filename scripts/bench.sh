@@ -81,7 +81,13 @@ run_boot() {
 	local mode=$1 v=$2 rep=$3 dest=$4 tree kout vm opts=()
 	tree=$(tree_for "$v") kout=$(out_for "$v" "$config")
 	vm=$BUILD/results/bench-vm/$mode-$rep-$v
-	[ "$mode" != icount ] || opts+=(--icount)
+	# Timed boots: each vCPU thread on its own host CPU, as the anchor
+	# pinned sender and receiver to CPUs 0 and 1 (see vm-run.sh --pin).
+	if [ "$mode" = icount ]; then
+		opts+=(--icount)
+	elif [ "$(nproc)" -ge 2 ]; then
+		opts+=(--pin)
+	fi
 	# A splat of the unpatched kernel is its own bug: recorded with the
 	# boot's results and in the report; one of the patched kernel fails.
 	[ "$v" != vanilla ] || opts+=(--splat-ok)
@@ -104,6 +110,7 @@ run_boot() {
 		    "qemu": subprocess.run(["qemu-system-x86_64", "--version"],
 		        capture_output=True, text=True).stdout.splitlines()[0],
 		    "host_cpus": $(nproc),
+		    "vcpus_pinned": "$mode" != "icount" and $(nproc) >= 2,
 		}, open(sys.argv[1], "w"), indent=1)
 	EOF
 	log "bench: $mode boot: $v, repetition $rep/$reps (console: $vm/console.log)"

@@ -23,6 +23,13 @@
 #                     vCPUs, a wake-up of an idle vCPU was at times not seen
 #                     until a timer far away (a ping-pong stood still for
 #                     400 s of guest time); the tick bounds that to 4 ms.
+#   --pin             run vCPU N's thread on host CPU N only (the host needs
+#                     as many CPUs as the guest): otherwise the host's
+#                     scheduler may move both vCPU threads onto one host CPU
+#                     (it pulls a thread it wakes next to its waker), and a
+#                     guest whose two CPUs take turns measures something
+#                     else than one whose CPUs run side by side. The other
+#                     qemu threads (I/O, timers) stay free. Not with --icount.
 # The command runs as root in the host's current directory, with stdin from
 # /dev/null and its output on the guest console. RESULTS/ then holds
 # console.log (everything qemu printed), cmd, exit-status, dmesg.txt,
@@ -34,7 +41,7 @@
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-kernel='' results='' timeout=1800 cpus=2 mem=4G append='' icount='' splat_ok=''
+kernel='' results='' timeout=1800 cpus=2 mem=4G append='' icount='' splat_ok='' pin=''
 need() { [ "$2" -ge 2 ] || die "$1 needs a value (try --help)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -46,6 +53,7 @@ while [ $# -gt 0 ]; do
 	--append) need "$1" $#; append=$2; shift 2 ;;
 	--icount) icount=1; shift ;;
 	--splat-ok) splat_ok=1; shift ;;
+	--pin) pin=1; shift ;;
 	-h | --help) usage 0 ;;
 	--) shift; break ;;
 	*) die "unknown option '$1' (try --help)" ;;
@@ -56,6 +64,9 @@ done
 [ -f "$kernel" ] || die "no kernel image at '$kernel'"
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a number of seconds"
 [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "--cpus wants a number"
+[ -z "$pin" ] || [ -z "$icount" ] || die "--pin is for the multi-threaded guest, not --icount"
+[ -z "$pin" ] || [ "$(nproc)" -ge "$cpus" ] ||
+	die "--pin: $cpus vCPUs need as many host CPUs, this host has $(nproc)"
 
 results=${results:-$BUILD/vm-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$results"
@@ -67,7 +78,7 @@ for p in "$results" "$init"; do
 	[[ $p != *[[:space:],]* ]] || die "path '$p' must not contain white space or commas"
 done
 [ -x "$init" ] || die "$init is not executable"
-rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt,splats.txt}
+rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt,splats.txt,qemu.pid,pinned}
 
 # The command, for guest/init.sh to run with sh: every word single-quoted
 # (a ' inside becomes '\''), so no argument is ever re-split or expanded.
@@ -104,7 +115,7 @@ accel=(-accel tcg,thread=multi)
 qemu=(
 	qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
 	-machine q35 "${accel[@]}" -cpu max,la57=off -smp "$cpus" -m "$mem"
-	-display none -serial stdio
+	-display none -serial stdio -name guest,debug-threads=on -pidfile "$results/qemu.pid"
 	-kernel "$kernel" -append "$cmdline"
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
 	-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root
@@ -112,8 +123,34 @@ qemu=(
 	-device virtio-9p-pci,fsdev=results,mount_tag=results
 )
 
-log "booting $kernel (${cpus} CPUs, $mem${icount:+, icount}, timeout ${timeout}s); results in $results"
+# pin_vcpus: once qemu has started its vCPU threads (named "CPU N/TCG" with
+# debug-threads=on), bind each to its host CPU; "pinned" then lists them, a
+# line per vCPU. Gives up after 60 s; the check after the run fails it then.
+pin_vcpus() {
+	local pid='' n tid comm
+	for _ in $(seq 600); do
+		[ -n "$pid" ] || pid=$(cat "$results/qemu.pid" 2>/dev/null) || true
+		if [ -n "$pid" ]; then
+			n=0
+			for tid in /proc/"$pid"/task/*; do
+				comm=$(cat "$tid/comm" 2>/dev/null) || continue
+				[[ $comm =~ ^CPU\ ([0-9]+)/TCG$ ]] && n=$((n + 1))
+			done
+			[ "$n" -lt "$cpus" ] || break
+		fi
+		sleep 0.1
+	done
+	for tid in /proc/"$pid"/task/*; do
+		comm=$(cat "$tid/comm" 2>/dev/null) || continue
+		[[ $comm =~ ^CPU\ ([0-9]+)/TCG$ ]] || continue
+		taskset -p -c "${BASH_REMATCH[1]}" "${tid##*/}" >/dev/null &&
+			echo "vCPU ${BASH_REMATCH[1]}: thread ${tid##*/} on host CPU ${BASH_REMATCH[1]}"
+	done >"$results/pinned"
+}
+
+log "booting $kernel (${cpus} CPUs, $mem${icount:+, icount}${pin:+, vCPUs pinned}, timeout ${timeout}s); results in $results"
 start=$SECONDS
+[ -z "$pin" ] || pin_vcpus &
 # --foreground: qemu stays in our process group, so ^C reaches it. The
 # console goes both to our stdout and, in full, to console.log (tee -p: keep
 # logging even if our stdout goes away).
@@ -122,9 +159,13 @@ timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null 2>&1 | tee -p "$re
 rc=${PIPESTATUS[0]}
 set -e
 log "qemu exited (status $rc) after $((SECONDS - start))s"
+wait
 
 status=0
-if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+if [ -n "$pin" ] && [ "$(grep -c '^vCPU' "$results/pinned" 2>/dev/null)" != "$cpus" ]; then
+	log "FAIL: --pin: not all $cpus vCPU threads were pinned (see $results/pinned)"
+	status=125
+elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 	log "FAIL: timed out after ${timeout}s: qemu killed"
 	status=124
 elif [ ! -s "$results/exit-status" ]; then
