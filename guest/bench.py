@@ -219,7 +219,10 @@ def iperf3(size, seconds, cg):
         srv_ru = finish(srv, "iperf3 server", 60)
     finally:
         kill(srv)
-    end = json.loads(out)["end"]
+    doc = json.loads(out)
+    if "error" in doc or "sum_received" not in doc.get("end", {}):
+        raise BenchError(f"iperf3 -l {size} failed: {doc.get('error', 'no sum_received')}")
+    end = doc["end"]
     got = end["sum_received"]
     mb = got["bytes"] / 1e6
     cpu = (cli_ru.ru_utime + cli_ru.ru_stime + srv_ru.ru_utime + srv_ru.ru_stime)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark: vanilla vs patched, bench kernels, booted alternately.
 #   bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug]
-#            [--variants "vanilla patched"]
+#            [--variants "vanilla patched"] [--icount-only --out DIR]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
 # and the selftests' bench binary, then boots vanilla, patched, patched,
 # vanilla, ... (N repetitions each; full: 4, quick: 1; every other
@@ -17,10 +17,13 @@
 # --variants boots only the kernels named (vanilla first if both), and the
 # report then has no comparison. CI runs the quick mode on debug/patched:
 # a smoke test of the benchmark on the kernel it already has.
+# --icount-only boots only the instruction-counted pair into DIR, a full
+# run's directory that has its timed boots, and writes its report again:
+# for a run whose counted boots failed.
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-mode=full reps='' out='' config=bench want='vanilla patched'
+mode=full reps='' out='' config=bench want='vanilla patched' icount_only=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick; shift ;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--out) out=${2:?}; shift 2 ;;
 	--config) config=${2:?}; shift 2 ;;
 	--variants) want=${2?}; shift 2 ;;
+	--icount-only) icount_only=1; shift ;;
 	-h | --help) usage 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -60,6 +64,11 @@ else
 	out=${out:-$TOP/results/$(date +%Y-%m-%d-%H%M)}
 fi
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "--reps wants a positive number"
+if [ -n "$icount_only" ]; then
+	[ "$mode" = full ] || die "--icount-only is for a full run"
+	compgen -G "$out/raw/*.json" >/dev/null ||
+		die "--icount-only wants --out DIR of a full run, with its raw/*.json"
+fi
 tools=$BUILD/bench/tools
 bench_bin=$(out_for "${variants[0]}" "$config")/selftests/bench
 what=''
@@ -129,6 +138,7 @@ run_boot() {
 }
 
 for rep in $(seq 1 "$reps"); do
+	[ -z "$icount_only" ] || break
 	order=("${variants[@]}")
 	[ $((rep % 2)) = 1 ] || mapfile -t order < <(printf '%s\n' "${variants[@]}" | tac)
 	for v in "${order[@]}"; do
