@@ -355,6 +355,9 @@ def guest_info():
         "cpus": os.cpu_count(),
         "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                            if l.startswith("model name")), None),
+        "copy_flags": sorted({"erms", "fsrm"} & set(next(
+            (l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
+             if l.startswith("flags")), []))),
         "clocksource": open("/sys/devices/system/clocksource/clocksource0/"
                             "current_clocksource").read().strip(),
         "emulation": "QEMU TCG (no KVM): absolute numbers are not bare metal; compare ratios",

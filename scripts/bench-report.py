@@ -24,8 +24,20 @@ VARIANTS = ("vanilla", "patched")
 # The published v4 numbers (bare metal, ../shared/DESIGN.md), for shape only.
 ANCHOR_TPUT_RATIO = {64: 2.41, 128: 2.28, 256: 2.25, 512: 2.43, 1024: 2.48, 4096: 2.61,
                      16384: 2.07, 32768: 1.97, 65536: 1.05, 131072: 1.03, 262144: 1.06}
+# The anchor's vanilla sockmap at 64 B and 64 KB, Gbit/s: the balance of its costs.
+ANCHOR_VANILLA_GBIT = {64: 0.17, 65536: 43.07}
 ANCHOR_LAT_CHANGE = {64: 6.6, 128: 6.9, 256: 6.7, 512: 3.7, 1024: 5.7, 4096: 5.0,
                      16384: 3.5, 32768: 1.5, 64512: -0.9}
+
+
+def cost_balance(gbit):
+    """From throughputs at 64 B and 64 KB ({size: Gbit/s}): the fixed cost of a
+    message in us, the cost of a further byte in ns, and the size in KB at which
+    a message's bytes cost as much as the rest of it."""
+    us = {size: size * 8 / (g * 1e3) for size, g in gbit.items()}
+    per_byte = (us[65536] - us[64]) / (65536 - 64)
+    fixed = us[64] - 64 * per_byte
+    return fixed, per_byte * 1e3, fixed / per_byte / 1024
 
 
 def size_label(n):
@@ -156,7 +168,12 @@ def main():
               f" (base {k['kernel_tree_base'][:12]}), series: "
               + ("; ".join(k["series"]) if k["series"] else "none")
               + f"; config `{k['config']}` sha256 {k['config_sha256'][:12]}")
-    w(f"- HZ={g['hz']}, clocksource {g['clocksource']}, {g['cpu_model']}; sender on vCPU "
+    copy = g.get("copy_flags")
+    copy = ("" if copy is None else
+            "; guest CPU without ERMS or FSRM: the kernel copies with rep movsq" if not copy
+            else f"; guest CPU with {' and '.join(f.upper() for f in copy)}: the kernel "
+            "copies with rep movsb")
+    w(f"- HZ={g['hz']}, clocksource {g['clocksource']}, {g['cpu_model']}{copy}; sender on vCPU "
       f"{g['sender_cpu']}, receiver on vCPU {g['receiver_cpu']}"
       + ("; each vCPU's thread pinned to the host CPU of its number"
          if first.get("vcpus_pinned") else "; vCPU threads not pinned on the host"))
@@ -218,6 +235,17 @@ def main():
         ("patched sockmap / patched TCP", cell_cmp("iperf3", "tcp", "patched", "sockmap",
                                                    "patched", "gbit_s")),
     ])
+    vanilla = {size: data.get(("iperf3", "sockmap", size, "vanilla", "gbit_s"))
+               for size in ANCHOR_VANILLA_GBIT}
+    if all(vanilla.values()):
+        ours = cost_balance({size: statistics.fmean(v) for size, v in vanilla.items()})
+        theirs = cost_balance(ANCHOR_VANILLA_GBIT)
+        w("Vanilla sockmap's costs, from its means at 64 B and 64 KB: {:.3g} us a message "
+          "and {:.3g} ns a byte, so a message's bytes cost as much as the rest of it at "
+          "{:.0f} KB. The anchor's vanilla row gives {:.3g} us, {:.3g} ns and {:.0f} KB. "
+          "Where the two costs meet decides at which size batching messages stops paying, "
+          "so it is what the emulation must get right for the ratios to compare.\n"
+          .format(*ours, *theirs))
     table("Receiver wake-ups per MB and CPU seconds per GB (iperf3)", "iperf3", ts, [
         ("vanilla wake-ups/MB", cell_stat("iperf3", "sockmap", "vanilla", "wakeups_per_mb")),
         ("patched wake-ups/MB", cell_stat("iperf3", "sockmap", "patched", "wakeups_per_mb")),

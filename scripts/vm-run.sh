@@ -94,6 +94,13 @@ quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 # -cpu max, but with 4-level paging: with LA57 (5-level paging) our KASAN
 # kernels reported a wild-memory-access in an early-boot timer interrupt.
+# And without ERMS: with it the kernel copies user data of 64 bytes and
+# more with rep movsb, which TCG runs one byte per step. A byte copied then
+# weighs five times what it does on hardware against the rest of a message:
+# vanilla sockmap's copying cost as much as everything else of a message at
+# 4 KB, where the published bare-metal numbers put that at 21 KB. Without
+# ERMS the copies use rep movsq, 8 bytes per step (scripts/bench-report.py
+# prints where the two costs meet for every run).
 # acpi=noirq: with full ACPI, AML under TCG crawls through AE_AML_LOOP_TIMEOUT
 # errors; this keeps the CPUs and the TSC. panic=-1: a panic reboots, which
 # -no-reboot turns into qemu exiting. loglevel=4: errors and worse on the
@@ -114,7 +121,7 @@ accel=(-accel tcg,thread=multi)
 # shellcheck disable=SC2054 # the commas are qemu's
 qemu=(
 	qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
-	-machine q35 "${accel[@]}" -cpu max,la57=off -smp "$cpus" -m "$mem"
+	-machine q35 "${accel[@]}" -cpu max,la57=off,erms=off -smp "$cpus" -m "$mem"
 	-display none -serial stdio -name guest,debug-threads=on -pidfile "$results/qemu.pid"
 	-kernel "$kernel" -append "$cmdline"
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
