@@ -181,6 +181,13 @@ def main():
       + f"; {first['qemu']}; workbench {first['workbench_commit']}")
     w(f"- Guest time per boot: " + ", ".join(
         f"{doc['variant']} {doc['rep']}: {doc['elapsed_s']:.0f}s" for doc in docs))
+    early = [doc for doc in docs + icdocs if doc.get("early_death")]
+    if early:
+        w("- Booted again after dying before init started (no measurement lost or "
+          "chosen; scripts/bench.sh): " + "; ".join(
+              f"{doc['variant']} {doc['mode']} boot {doc['rep']}: "
+              + (doc["early_death"][0] if doc["early_death"] else "no kernel message")
+              for doc in early))
     splats = [doc for doc in docs + icdocs if doc.get("kernel_splat")]
     if splats:
         w("- **Kernel splats** (allowed for vanilla only: its own bugs; one on patched "
