@@ -97,6 +97,10 @@ def load(d, sub="raw"):
     for doc in docs:
         uds = {}
         for r in doc["records"]:
+            if "refused" in r:
+                data[(r["workload"], r["system"], r["size"], doc["variant"], "refused")].append(
+                    r["refused"])
+                continue
             for k, v in r.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     data[(r["workload"], r["system"], r["size"], doc["variant"], k)].append(v)
@@ -122,9 +126,13 @@ def main():
         def stat(workload, system, size, variant, metric):
             v = data.get((workload, system, size, variant, metric))
             if not v:
-                missing.append(f"{what}{workload} {system} {size} {variant} {metric}")
+                if not stat.refused(workload, system, size, variant):
+                    missing.append(f"{what}{workload} {system} {size} {variant} {metric}")
                 return None
             return Stat(v)
+        # How many boots' kernel refused this measurement's writes (vanilla).
+        stat.refused = lambda workload, system, size, variant: len(
+            data.get((workload, system, size, variant, "refused"), ()))
         return stat
     stat = stat_of(data)
     istat = stat_of(icdata, "icount: ")
@@ -181,6 +189,12 @@ def main():
       + f"; {first['qemu']}; workbench {first['workbench_commit']}")
     w(f"- Guest time per boot: " + ", ".join(
         f"{doc['variant']} {doc['rep']}: {doc['elapsed_s']:.0f}s" for doc in docs))
+    refusals = [(doc, r) for doc in docs + icdocs for r in doc["records"] if "refused" in r]
+    if refusals:
+        w("- **Writes the kernel refused** (kept for vanilla, the unpatched kernel's own "
+          "behaviour; on patched they fail the run), shown as \"refused\" below: " + "; ".join(
+              f"{doc['variant']} {doc['mode']} boot {doc['rep']}: {r['workload']} "
+              f"{r['system']} {size_label(r['size'])}: {r['refused']}" for doc, r in refusals))
     early = [doc for doc in docs + icdocs if doc.get("early_death")]
     if early:
         w("- Booted again after dying before init started (no measurement lost or "
@@ -212,7 +226,10 @@ def main():
     def cell_stat(workload, system, variant, metric, stat=stat):
         def f(s):
             st = stat(workload, system, s, variant, metric)
-            return st.fmt() if st else "missing"
+            n = stat.refused(workload, system, s, variant)
+            if not st:
+                return "refused" if n else "missing"
+            return st.fmt() + (f" ({n} refused)" if n else "")
         f.needs = (variant,)
         return f
 
@@ -220,7 +237,10 @@ def main():
         def f(s):
             a = stat(workload, sys_a, s, var_a, metric)
             b = stat(workload, sys_b, s, var_b, metric)
-            return fmt(a, b) if a and b else "missing"
+            if a and b:
+                return fmt(a, b)
+            return ("refused" if stat.refused(workload, sys_a, s, var_a)
+                    or stat.refused(workload, sys_b, s, var_b) else "missing")
         f.needs = (var_a, var_b)
         return f
 
