@@ -109,10 +109,18 @@ def load(d, sub="raw"):
         # Each boot's sockmap latency over its Unix socket latency, measured
         # right after it: the series does not touch Unix sockets, so this
         # takes out how fast the host ran the guest at the time.
+        # Likewise each boot's sockmap throughput over its plain TCP
+        # throughput, measured right after it.
+        tcp = {r["size"]: r["gbit_s"] for r in doc["records"]
+               if (r["workload"], r["system"]) == ("iperf3", "tcp") and "gbit_s" in r}
         for r in doc["records"]:
             if (r["workload"], r["system"]) == ("sockperf", "sockmap") and r["size"] in uds:
                 data[("sockperf", "sockmap", r["size"], doc["variant"], "per_uds")].append(
                     r["latency_us"] / uds[r["size"]])
+            if ((r["workload"], r["system"]) == ("iperf3", "sockmap") and "gbit_s" in r
+                    and tcp.get(r["size"])):
+                data[("iperf3", "sockmap", r["size"], doc["variant"], "per_tcp")].append(
+                    r["gbit_s"] / tcp[r["size"]])
     return docs, data
 
 
@@ -261,7 +269,16 @@ def main():
         ("patched TCP", cell_stat("iperf3", "tcp", "patched", "gbit_s")),
         ("patched sockmap / patched TCP", cell_cmp("iperf3", "tcp", "patched", "sockmap",
                                                    "patched", "gbit_s")),
+        ("ratio of sockmap / TCP, same boot, patched/vanilla",
+         cell_cmp("iperf3", "sockmap", "vanilla", "sockmap", "patched", "per_tcp")),
     ])
+    if len(present) == 2:
+        w("Plain TCP is the control: the series does not change it, and it counts the same "
+          "instructions on both kernels (below), yet its timed throughput differs between "
+          "the two kernels' boots (the rows above: the host, and how fast TCG runs each "
+          "kernel image). The last row divides each boot's sockmap throughput by its TCP "
+          "throughput, measured right after it at the same size, before comparing the "
+          "kernels: that takes out what the host and the kernel image do to both alike.\n")
     vanilla = {size: data.get(("iperf3", "sockmap", size, "vanilla", "gbit_s"))
                for size in ANCHOR_VANILLA_GBIT}
     if all(vanilla.values()):
