@@ -87,7 +87,7 @@ out=$(cd "$out" && pwd -P)
 # run_boot MODE VARIANT REP DEST: one boot of VARIANT running guest/bench.py
 # in MODE (under vm-run.sh --icount for MODE icount); its JSON goes to DEST.
 run_boot() {
-	local mode=$1 v=$2 rep=$3 dest=$4 tree kout vm opts=()
+	local mode=$1 v=$2 rep=$3 dest=$4 tree kout vm opts=(--no-erms)
 	tree=$(tree_for "$v") kout=$(out_for "$v" "$config")
 	vm=$BUILD/results/bench-vm/$mode-$rep-$v
 	# Timed boots: each vCPU thread on its own host CPU, as the anchor

@@ -30,6 +30,16 @@
 #                     guest whose two CPUs take turns measures something
 #                     else than one whose CPUs run side by side. The other
 #                     qemu threads (I/O, timers) stay free. Not with --icount.
+#   --no-erms         a guest CPU without ERMS, for the benchmark: with it
+#                     the kernel copies user data of 64 bytes and more with
+#                     rep movsb, which TCG runs one byte per step. A byte
+#                     copied then weighs five times what it does on
+#                     hardware against the rest of a message: vanilla
+#                     sockmap's copying cost as much as everything else of a
+#                     message at 4 KB, where the published bare-metal numbers
+#                     put that at 21 KB. Without ERMS the copies use rep
+#                     movsq, 8 bytes per step (scripts/bench-report.py
+#                     prints where the two costs meet for every run).
 # The command runs as root in the host's current directory, with stdin from
 # /dev/null and its output on the guest console. RESULTS/ then holds
 # console.log (everything qemu printed), cmd, exit-status, dmesg.txt,
@@ -41,7 +51,7 @@
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-kernel='' results='' timeout=1800 cpus=2 mem=4G append='' icount='' splat_ok='' pin=''
+kernel='' results='' timeout=1800 cpus=2 mem=4G append='' icount='' splat_ok='' pin='' cpu=max,la57=off
 need() { [ "$2" -ge 2 ] || die "$1 needs a value (try --help)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -54,6 +64,7 @@ while [ $# -gt 0 ]; do
 	--icount) icount=1; shift ;;
 	--splat-ok) splat_ok=1; shift ;;
 	--pin) pin=1; shift ;;
+	--no-erms) cpu+=,erms=off; shift ;;
 	-h | --help) usage 0 ;;
 	--) shift; break ;;
 	*) die "unknown option '$1' (try --help)" ;;
@@ -94,13 +105,6 @@ quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 # -cpu max, but with 4-level paging: with LA57 (5-level paging) our KASAN
 # kernels reported a wild-memory-access in an early-boot timer interrupt.
-# And without ERMS: with it the kernel copies user data of 64 bytes and
-# more with rep movsb, which TCG runs one byte per step. A byte copied then
-# weighs five times what it does on hardware against the rest of a message:
-# vanilla sockmap's copying cost as much as everything else of a message at
-# 4 KB, where the published bare-metal numbers put that at 21 KB. Without
-# ERMS the copies use rep movsq, 8 bytes per step (scripts/bench-report.py
-# prints where the two costs meet for every run).
 # acpi=noirq: with full ACPI, AML under TCG crawls through AE_AML_LOOP_TIMEOUT
 # errors; this keeps the CPUs and the TSC. panic=-1: a panic reboots, which
 # -no-reboot turns into qemu exiting. loglevel=4: errors and worse on the
@@ -121,7 +125,7 @@ accel=(-accel tcg,thread=multi)
 # shellcheck disable=SC2054 # the commas are qemu's
 qemu=(
 	qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
-	-machine q35 "${accel[@]}" -cpu max,la57=off,erms=off -smp "$cpus" -m "$mem"
+	-machine q35 "${accel[@]}" -cpu "$cpu" -smp "$cpus" -m "$mem"
 	-display none -serial stdio -name guest,debug-threads=on -pidfile "$results/qemu.pid"
 	-kernel "$kernel" -append "$cmdline"
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
