@@ -352,6 +352,9 @@ def guest_info():
             return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
         except (OSError, IndexError):
             return None
+    # /proc/cpuinfo's fields (every vCPU's are the same).
+    cpu = {k.strip(): v.strip() for k, sep, v in
+           (line.partition(":") for line in open("/proc/cpuinfo")) if sep}
     pkgs = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n", "iperf3",
                            "sockperf", "libbpf1", "bpftool", "clang-22", "qemu-system-x86",
                            "python3"], capture_output=True, text=True).stdout
@@ -360,11 +363,8 @@ def guest_info():
         "kernel_version": open("/proc/version").read().strip(),
         "hz": hz,
         "cpus": os.cpu_count(),
-        "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                           if l.startswith("model name")), None),
-        "copy_flags": sorted({"erms", "fsrm"} & set(next(
-            (l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
-             if l.startswith("flags")), []))),
+        "cpu_model": cpu.get("model name"),
+        "copy_flags": sorted({"erms", "fsrm"} & set(cpu.get("flags", "").split())),
         "clocksource": open("/sys/devices/system/clocksource/clocksource0/"
                             "current_clocksource").read().strip(),
         "emulation": "QEMU TCG (no KVM): absolute numbers are not bare metal; compare ratios",

@@ -95,7 +95,7 @@ def load(d, sub="raw"):
     docs = [json.load(open(f)) for f in files]
     data = defaultdict(list)  # (workload, system, size, variant, metric) -> values
     for doc in docs:
-        uds = {}
+        uds, tcp = {}, {}
         for r in doc["records"]:
             if "refused" in r:
                 data[(r["workload"], r["system"], r["size"], doc["variant"], "refused")].append(
@@ -106,13 +106,13 @@ def load(d, sub="raw"):
                     data[(r["workload"], r["system"], r["size"], doc["variant"], k)].append(v)
             if (r["workload"], r["system"]) == ("pingpong", "uds"):
                 uds[r["size"]] = r["latency_us"]
+            if (r["workload"], r["system"]) == ("iperf3", "tcp"):
+                tcp[r["size"]] = r["gbit_s"]
         # Each boot's sockmap latency over its Unix socket latency, measured
         # right after it: the series does not touch Unix sockets, so this
         # takes out how fast the host ran the guest at the time.
         # Likewise each boot's sockmap throughput over its plain TCP
         # throughput, measured right after it.
-        tcp = {r["size"]: r["gbit_s"] for r in doc["records"]
-               if (r["workload"], r["system"]) == ("iperf3", "tcp") and "gbit_s" in r}
         for r in doc["records"]:
             if (r["workload"], r["system"]) == ("sockperf", "sockmap") and r["size"] in uds:
                 data[("sockperf", "sockmap", r["size"], doc["variant"], "per_uds")].append(
