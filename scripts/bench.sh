@@ -131,7 +131,7 @@ run_boot() {
 	while ! "$TOP/scripts/vm-run.sh" "${opts[@]}" --kernel "$kout/arch/x86/boot/bzImage" \
 		--results "$vm" --timeout 3600 -- "$TOP/guest/bench.py" --mode "$mode" \
 		--tools "$tools" --bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json"; do
-		if [ -n "$early" ] || grep -q '^vm-init \[[0-9.]*\]: started' "$vm/console.log"; then
+		if [ -n "$early" ] || grep -q "$INIT_STARTED" "$vm/console.log"; then
 			die "bench: $mode $v repetition $rep failed (see $vm/console.log)"
 		fi
 		early=$vm/console-early-death.log

@@ -10,6 +10,8 @@
 . "$(dirname "$0")/lib.sh"
 
 config=${1:-debug}
+# The selftests build against the patched kernel's build (vmlinux BTF).
+"$TOP/scripts/build-kernel.sh" "$config" patched
 "$TOP/scripts/build-selftests.sh" "$config" patched
 for v in vanilla patched; do
 	"$TOP/scripts/build-kernel.sh" "$config" "$v"

@@ -9,6 +9,8 @@ VANILLA_TREE=$BUILD/linux-vanilla   # git worktree of the base commit
 BASE_TARBALL=$TOP/../shared/base/linux-source-7.3.tar.xz
 BASE_SUMS=$TOP/../shared/base/SHA256SUMS
 JOBS=${JOBS:-$(($(nproc) + 1))}
+# What guest/init.sh prints on the console once it runs (grep pattern).
+INIT_STARTED='^vm-init \[[0-9.]*\]: started'
 
 # Fixed identity and dates for the synthetic base commit, so that the same
 # base tree always gets the same commit id (it is recorded as base-commit).

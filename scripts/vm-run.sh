@@ -8,6 +8,11 @@
 #                     guest at the same path; exported there as $RESULTS
 #                     (default: build/vm-results/<timestamp>)
 #   --timeout SECS    kill the guest after this long (default 1800)
+#   --boot-timeout SECS
+#                     kill the guest if its init has not said "started" on
+#                     the console after this long (default 600; a debug
+#                     kernel boots in 1-3 minutes here): a guest that hangs
+#                     while booting fails in minutes, not after --timeout
 #   --cpus N          vCPUs (default 2)
 #   --mem SIZE        guest memory (default 4G)
 #   --append "ARGS"   extra kernel command line
@@ -46,18 +51,20 @@
 # kmemleak.txt (if the kernel has kmemleak) and splats.txt (the splat
 # scan's report; empty if it found nothing).
 # Exit status: the command's if non-zero; 124 on timeout; 125 if the guest
-# wrote no exit status (crash, panic, setup failure); 1 for a kernel splat
+# wrote no exit status (crash, panic, setup failure, or init not started
+# within --boot-timeout: RESULTS/boot-timeout then says so); 1 for a kernel splat
 # (see scripts/splat-scan.sh) after a successful command.
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-kernel='' results='' timeout=1800 cpus=2 mem=4G append='' icount='' splat_ok='' pin='' cpu=max,la57=off
+kernel='' results='' timeout=1800 boot_timeout=600 cpus=2 mem=4G append='' icount='' splat_ok='' pin='' cpu=max,la57=off
 need() { [ "$2" -ge 2 ] || die "$1 needs a value (try --help)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) need "$1" $#; kernel=$2; shift 2 ;;
 	--results) need "$1" $#; results=$2; shift 2 ;;
 	--timeout) need "$1" $#; timeout=$2; shift 2 ;;
+	--boot-timeout) need "$1" $#; boot_timeout=$2; shift 2 ;;
 	--cpus) need "$1" $#; cpus=$2; shift 2 ;;
 	--mem) need "$1" $#; mem=$2; shift 2 ;;
 	--append) need "$1" $#; append=$2; shift 2 ;;
@@ -74,6 +81,7 @@ done
 [ -n "$kernel" ] || die "--kernel is required"
 [ -f "$kernel" ] || die "no kernel image at '$kernel'"
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a number of seconds"
+[[ $boot_timeout =~ ^[1-9][0-9]*$ ]] || die "--boot-timeout wants a number of seconds"
 [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "--cpus wants a number"
 [ -z "$pin" ] || [ -z "$icount" ] || die "--pin is for the multi-threaded guest, not --icount"
 [ -z "$pin" ] || [ "$(nproc)" -ge "$cpus" ] ||
@@ -89,7 +97,7 @@ for p in "$results" "$init"; do
 	[[ $p != *[[:space:],]* ]] || die "path '$p' must not contain white space or commas"
 done
 [ -x "$init" ] || die "$init is not executable"
-rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt,splats.txt,qemu.pid,pinned}
+rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt,splats.txt,qemu.pid,pinned,boot-timeout}
 
 # The command, for guest/init.sh to run with sh: every word single-quoted
 # (a ' inside becomes '\''), so no argument is ever re-split or expanded.
@@ -159,9 +167,25 @@ pin_vcpus() {
 	done >"$results/pinned"
 }
 
+# watch_boot: kill qemu if init has not started after --boot-timeout
+# seconds (a guest seen to hang silently after the kernel booted, once, with
+# other guests sharing the host's CPUs). Killed once qemu has exited.
+watch_boot() {
+	local pid
+	for _ in $(seq "$boot_timeout"); do
+		grep -q "$INIT_STARTED" "$results/console.log" 2>/dev/null && return
+		sleep 1
+	done
+	pid=$(cat "$results/qemu.pid" 2>/dev/null) || return 0
+	echo "init had not started after ${boot_timeout}s: qemu killed" >"$results/boot-timeout"
+	kill "$pid"
+}
+
 log "booting $kernel (${cpus} CPUs, $mem${icount:+, icount}${pin:+, vCPUs pinned}, timeout ${timeout}s); results in $results"
 start=$SECONDS
 [ -z "$pin" ] || pin_vcpus &
+watch_boot &
+watcher=$!
 # --foreground: qemu stays in our process group, so ^C reaches it. The
 # console goes both to our stdout and, in full, to console.log (tee -p: keep
 # logging even if our stdout goes away).
@@ -170,11 +194,15 @@ timeout --foreground -k 10 "$timeout" "${qemu[@]}" </dev/null 2>&1 | tee -p "$re
 rc=${PIPESTATUS[0]}
 set -e
 log "qemu exited (status $rc) after $((SECONDS - start))s"
+kill "$watcher" 2>/dev/null || true
 wait
 
 status=0
 if [ -n "$pin" ] && [ "$(grep -c '^vCPU' "$results/pinned" 2>/dev/null)" != "$cpus" ]; then
 	log "FAIL: --pin: not all $cpus vCPU threads were pinned (see $results/pinned)"
+	status=125
+elif [ -s "$results/boot-timeout" ]; then
+	log "FAIL: $(<"$results/boot-timeout") (see $results/console.log)"
 	status=125
 elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 	log "FAIL: timed out after ${timeout}s: qemu killed"
