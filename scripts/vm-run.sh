@@ -168,8 +168,9 @@ pin_vcpus() {
 }
 
 # watch_boot: kill qemu if init has not started after --boot-timeout
-# seconds (a guest seen to hang silently after the kernel booted, once, with
-# other guests sharing the host's CPUs). Killed once qemu has exited.
+# seconds: a guest that hangs while booting would otherwise hold the run
+# until --timeout. It stops looking once init has started; killed once
+# qemu has exited.
 watch_boot() {
 	local pid
 	for _ in $(seq "$boot_timeout"); do
