@@ -33,7 +33,7 @@
  * whole frame (1 B .. 8 KB, at most what was written and not read) is
  * there, reads exactly the frame if so, and otherwise waits for the next
  * event without reading, with no timer to re-check (a missed event is a
- * stall; a verdict receiver read so gets a 2 MB rcvbuf, see frame_room());
+ * stall; a receiver read so gets a 2 MB rcvbuf, see frame_room());
  * and they stall at random.
  *
  * Faults (on pair and verdict slots, fan-in extra senders for the tx
@@ -1198,13 +1198,17 @@ static void route(int from_fd, int to_fd)
 		die("routes update");
 }
 
-/* A verdict receiver's skbs wait in its ingress queue charged their
- * truesize, and cannot be collapsed as TCP's receive queue can: after
- * many small segments the window can close on less than a frame, and a
- * framing reader then waits for ever (seen on 6.18: 6777 bytes queued,
- * 102208 charged, rcvbuf 156194). That is the verdict path's own limit,
- * not what the harness looks for: a framing verdict receiver gets room
- * enough (2 MB) for it never to happen.
+/* A framing reader holds a partial frame unread while it waits for the
+ * rest, which may come through TCP (mixed streams, verdict slots). Two
+ * limits of the base sockmap receive path can keep TCP's window shut on
+ * it for good: a verdict receiver's skbs wait in its ingress queue
+ * charged their truesize and are never collapsed as TCP's receive queue
+ * is (seen: 6777 bytes queued, 102208 charged, rcvbuf 156194); and a
+ * receiver in a sockmap does not autotune its rcvbuf, while TCP
+ * announces no window with less than one MSS free, 64 KB on loopback
+ * (seen: 2097 bytes unread, the rest of the frame in 2.6 MB of the
+ * writer's TCP queue). Neither is what the harness looks for: a framing
+ * reader gets room enough (2 MB) for them never to happen.
  */
 static void frame_room(int fd)
 {
@@ -1301,8 +1305,7 @@ static void open_slot(struct conn *c)
 		 * whole: on the others it stops where TCP's queue begins.
 		 */
 		c->ep.frame_peek = c->role == VERDICT && one_in(&c->ep.rnd, 2);
-		if (c->role == VERDICT)
-			frame_room(c->rx_fd);
+		frame_room(c->rx_fd);
 		count(frame_readers, 1);
 	}
 	/* Streams written to the peer, half of them: pass and redirect. */
