@@ -1525,6 +1525,16 @@ static void dump_stream(struct conn *c, bool stacks, char *what, size_t len)
 		dump_kstack("reader", atomic_load(&rc->ep.tid));
 }
 
+/* How long a writer whose reader went away may take to learn of it, on
+ * top of --stall-timeout. A reader closed with unread bytes in ingress_msg
+ * sends a FIN, not the RST TCP sends for unread bytes in its receive
+ * queue (tcp_close() looks at that queue alone), so a writer whose TCP
+ * data waits behind a window the reader's unread bytes closed hears
+ * nothing until its next zero window probe, which may come TCP_RTO_MAX
+ * (120 s) after the last. The series does not change tcp_close().
+ */
+#define RX_GONE_GRACE 150
+
 /* A stream stalls when it has made no progress for --stall-timeout
  * seconds although it should: bytes written and not read, or a writer
  * still running (except a never-read stream, whose writer must block).
@@ -1532,16 +1542,18 @@ static void dump_stream(struct conn *c, bool stacks, char *what, size_t len)
 static bool stalled(struct conn *c)
 {
 	struct stream *st = c->st;
+	unsigned int timeout = opt.stall_timeout;
 	bool busy;
 
-	if (atomic_load(&st->end) == ENDED_RX)
+	if (atomic_load(&st->end) == ENDED_RX) {
 		busy = !atomic_load(&st->writer_done); /* must get an error */
-	else if (st->bounded)
+		timeout += RX_GONE_GRACE;
+	} else if (st->bounded)
 		busy = false;
 	else
 		busy = !atomic_load(&st->writer_done) ||
 		       atomic_load(&st->received) != atomic_load(&st->written);
-	return busy && now() - atomic_load(&st->progress) > opt.stall_timeout;
+	return busy && now() - atomic_load(&st->progress) > timeout;
 }
 
 /* The first stalled stream, for the "no stall" check. */
