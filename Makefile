@@ -1,7 +1,7 @@
 # Workbench for the sk_msg ingress corking series. `make help` lists targets.
 # Everything builds under build/ (ignored by git); patches/ is the product.
 #
-# Variables: CONFIG=bench|debug, VARIANT=vanilla|patched,
+# Variables: CONFIG=bench|debug|kcsan, VARIANT=vanilla|patched,
 # LINUX_SRC=<tarball, tree or git checkout> for another base (make tree);
 # make bench: QUICK=1, VARIANTS="vanilla patched", CONFIG only if given.
 
@@ -10,19 +10,35 @@ VARIANT ?= patched
 S := scripts
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
-	compare check-all series-check stress bench clean
+	compare check-all series-check apps tests stress bench clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## check          the test run: deps, debug kernel with the series, sockmap
-##                selftests then a stress run (DURATION=secs, default 120;
+##                selftests, the real-application check, then a stress run (DURATION=secs, default 120;
 ##                SEED=n) in the VM with the splat scan; one summary line
 check: deps tree
 	$(S)/build-kernel.sh debug patched
 	$(S)/build-selftests.sh debug patched
-	STRESS=$(or $(DURATION),120) STRESS_SEED=$(SEED) \
+	APPS=1 STRESS=$(or $(DURATION),120) STRESS_SEED=$(SEED) \
 		$(S)/run-selftests.sh debug patched sockmap
+
+## apps           the real-application check alone (redis, nginx through
+##                transparent sockmap acceleration, every byte verified) on
+##                CONFIG/VARIANT
+apps: deps tree
+	$(S)/build-kernel.sh $(CONFIG) $(VARIANT)
+	$(S)/run-selftests.sh $(CONFIG) $(VARIANT) apps
+
+## tests          the sockmap selftests and the real-application check on
+##                CONFIG/VARIANT (default debug/patched; CONFIG=kcsan runs
+##                the debug build's selftests on the KCSAN kernel)
+tests: deps tree
+	$(S)/build-kernel.sh $(CONFIG) $(VARIANT)
+	$(S)/build-kernel.sh debug $(VARIANT)
+	$(S)/build-selftests.sh debug $(VARIANT)
+	APPS=1 $(S)/run-selftests.sh $(CONFIG) $(VARIANT) sockmap $(VARIANT) debug
 
 ## compare        sockmap selftests (the series tree's binaries) on the
 ##                vanilla and the patched kernel (CONFIG=debug): the tests
@@ -41,12 +57,15 @@ series-check: deps tree
 	$(S)/check-series.sh
 
 ## stress         the sockmap stress and fault harness (tests/stress) in the VM
-##                on the debug kernel with the series, or KERNEL=bzImage;
-##                DURATION=secs (default 120), SEED=n to replay a run
+##                on the series' kernel for CONFIG (debug; kcsan: the data-race
+##                detector), or KERNEL=bzImage; DURATION=secs (default 120),
+##                SEED=n to replay a run, FAIL_ALLOC=pct to fail that share of
+##                the writers' sk_msg and page allocations (fault injection)
 stress: deps
-	$(if $(KERNEL),,$(S)/tree.sh ensure && $(S)/build-kernel.sh debug patched)
-	$(S)/stress.sh $(if $(KERNEL),--kernel $(KERNEL)) $(if $(DURATION),--duration $(DURATION)) \
-		$(if $(SEED),--seed $(SEED))
+	$(if $(KERNEL),,$(S)/tree.sh ensure && $(S)/build-kernel.sh $(CONFIG) patched)
+	$(S)/stress.sh $(if $(KERNEL),--kernel $(KERNEL),--config $(CONFIG)) \
+		$(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED)) \
+		$(if $(FAIL_ALLOC),-- --fail-alloc $(FAIL_ALLOC))
 
 ## bench          vanilla vs patched benchmark (bench kernels, booted
 ##                alternately): results/<date>/; QUICK=1: one size, one

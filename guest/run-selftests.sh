@@ -2,7 +2,10 @@
 # Runs inside the guest: run-selftests.sh DIR RESULTS_DIR SUITE [ARGS...]
 #   SUITE sockmap  test_sockmap and the sockmap tests of test_progs (DIR:
 #                  the selftests); then, given ARGS, the stress harness
-#                  with ARGS from RESULTS_DIR (where the host put it)
+#                  with ARGS from RESULTS_DIR (where the host put it);
+#                  the real-application check first if the host put it
+#                  there too
+#         apps     the real-application check (tests/apps) alone
 #         all      the whole of test_progs
 #         stress   the sockmap stress harness (DIR: its build, see
 #                  tests/stress) with ARGS
@@ -36,10 +39,14 @@ sockmap)
 	# -w: the default 120 s watchdog is too short under emulation with
 	# KASAN for sockmap_listen's 1000-connection race tests.
 	run test_progs ./test_progs -w 600 -t "$SOCKMAP_TESTS"
+	[ ! -e "$results/apps_check.py" ] || run apps "$results/apps_check.py" --tools "$results"
 	[ $# -eq 0 ] || run stress "$results/sockmap_stress" "$@"
 	;;
 all)
 	run test_progs ./test_progs -w 600
+	;;
+apps)
+	run apps "$results/apps_check.py" --tools "$results"
 	;;
 stress)
 	run stress ./sockmap_stress "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build one kernel: build-kernel.sh CONFIG VARIANT
-#   CONFIG   bench | debug     (config/base.config, then config/CONFIG.config,
-#                               over tinyconfig)
+#   CONFIG   bench | debug | kcsan
+#                              (config/base.config, then config/CONFIG.config
+#                               and what it names as its base, over tinyconfig)
 #   VARIANT  vanilla | patched (the base, or base + patches/)
 # Output: build/linux{-vanilla,}/out-CONFIG/{arch/x86/boot/bzImage,vmlinux}.
 # Incremental and ccache'd; the full log goes to out-CONFIG/build.log.

@@ -13,11 +13,13 @@ pkgs=(
 	clang-22 llvm-22 lld-22 rsync openssl libcap-dev libzstd-dev zlib1g-dev pkg-config
 	# the stress harness (tests/stress)
 	libbpf-dev
+	# the real-application check (tests/apps) and its loader (bench/)
+	bpftool redis-server python3-redis nginx-light curl
 	# guest
 	qemu-system-x86 busybox-static iproute2
 )
 # The benchmark: workloads, our BPF loader, plots.
-[ "${1:-}" != bench ] || pkgs+=(iperf3 sockperf bpftool python3-matplotlib)
+[ "${1:-}" != bench ] || pkgs+=(iperf3 sockperf python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -59,10 +59,17 @@ kmake() {
 # fragments for CONFIG (base.config, then CONFIG.config). It is
 # regenerated only when the fragments change, so builds stay incremental.
 # Fails if an option asked for did not make it into the result.
+# A fragment that starts from another says so in a line "# over: NAME"
+# (config/NAME.config is merged first; the later fragment's options win).
 kernel_configure() {
-	local tree=$1 out=$2 config=$3 missing
+	local tree=$1 out=$2 config=$3 missing over
 	[ -f "$TOP/config/$config.config" ] || die "no config/$config.config"
-	local fragments=("$TOP/config/base.config" "$TOP/config/$config.config")
+	local fragments=("$TOP/config/base.config")
+	for over in $(sed -n 's/^# over: //p' "$TOP/config/$config.config"); do
+		[ -f "$TOP/config/$over.config" ] || die "config/$config.config: no config/$over.config"
+		fragments+=("$TOP/config/$over.config")
+	done
+	fragments+=("$TOP/config/$config.config")
 	mkdir -p "$out"
 	cat "${fragments[@]}" >"$out/fragments.config"
 	cmp -s "$out/fragments.config" "$out/.fragments-used" 2>/dev/null && return 0
@@ -70,7 +77,8 @@ kernel_configure() {
 	kmake "$tree" "$out" -s tinyconfig >/dev/null
 	"$tree/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${fragments[@]}" >"$out/merge.log"
 	kmake "$tree" "$out" -s olddefconfig >/dev/null
-	missing=$(grep -h '^CONFIG_' "${fragments[@]}" | while IFS= read -r line; do
+	# Each option as the last fragment that sets it asks for it.
+	missing=$(grep -h '^CONFIG_' "${fragments[@]}" | tac | awk -F= '!seen[$1]++' | while IFS= read -r line; do
 		case $line in
 		*=n) grep -q "^${line%%=*}=" "$out/.config" && echo "$line" ;;
 		*) grep -qx "$line" "$out/.config" || echo "$line" ;;
@@ -97,4 +105,11 @@ series_patches() {
 stage_stress() {
 	make -s -C "$TOP/tests/stress" O="$BUILD/stress"
 	cp "$BUILD/stress/sockmap_stress" "$BUILD/stress/sockmap_stress.bpf.o" "$1"/
+}
+
+# stage_apps DIR: the real-application check (tests/apps) and the loader it
+# accelerates them with (bench/sockredir), copied to DIR as stage_stress does.
+stage_apps() {
+	make -s -C "$TOP/bench" O="$BUILD/bench/tools"
+	cp "$BUILD/bench/tools/sockredir" "$TOP/tests/apps/apps_check.py" "$1"/
 }

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # Boot CONFIG/VARIANT and run a selftest suite in it:
-#   run-selftests.sh CONFIG VARIANT [sockmap|all] [TESTS_VARIANT]
+#   run-selftests.sh CONFIG VARIANT [sockmap|all|apps] [TESTS_VARIANT] [TESTS_CONFIG]
 # TESTS_VARIANT: whose selftests build to run (default VARIANT); the
 # comparison runs the series tree's test binaries on the vanilla kernel.
+# TESTS_CONFIG: the build of which kernel config (default CONFIG); the KCSAN
+# kernel runs the debug build's.
 # Results (logs, console, dmesg) go to build/results/selftests-CONFIG-VARIANT-SUITE.
 # Prints one line per test that did not pass and an 'N passed, N failed,
 # N skipped' summary; the guest kernel log counts as one more test, which
 # fails on any splat. Exits non-zero if anything failed.
 # STRESS=SECS (sockmap suite): then run the stress harness (tests/stress)
-# for SECS in the same guest; STRESS_SEED=N replays a run.
+# for SECS in the same guest; STRESS_SEED=N replays a run. APPS=1 (sockmap
+# suite), or suite apps alone: the real-application check (tests/apps).
 . "$(dirname "$0")/lib.sh"
 
 config=${1:?config}
 variant=${2:?variant}
 suite=${3:-sockmap}
 tests_variant=${4:-$variant}
+tests_config=${5:-$config}
 kout=$(out_for "$variant" "$config")
-tests=$(out_for "$tests_variant" "$config")/selftests
+tests=$(out_for "$tests_variant" "$tests_config")/selftests
 results=$BUILD/results/selftests-$config-$variant-$suite
+[ "$suite" != apps ] || tests=$results # needs no selftests
 timeout=${TIMEOUT:-3600}
 [ "$suite" = sockmap ] || timeout=${TIMEOUT:-7200}
 
@@ -28,6 +33,9 @@ if [ "$suite" = sockmap ] && [ "${STRESS:-0}" -gt 0 ]; then
 	stage_stress "$results"
 	stress_args=(--duration "$STRESS")
 	[ -z "${STRESS_SEED:-}" ] || stress_args+=(--seed "$STRESS_SEED")
+fi
+if [ "$suite" = apps ] || { [ "$suite" = sockmap ] && [ -n "${APPS:-}" ]; }; then
+	stage_apps "$results"
 fi
 log "selftests $suite on $config/$variant: booting (log: $results/console.log)"
 vm_rc=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise selftest logs from a VM run: selftests-summary.py RESULTS_DIR
 
-Reads test_sockmap.log, test_progs.log and stress.log (whichever exist),
+Reads test_sockmap.log, test_progs.log, apps.log and stress.log (whichever exist),
 prints one line per test unit that did not pass, a table of counts per
 program, and a final 'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
 program exited non-zero, or if a log is missing or holds no result.
@@ -9,6 +9,7 @@ The guest kernel log is one more unit: it fails on any splat (see
 splat-scan.sh) or if the guest did not save it.
 With --list it prints every unit and its result, for comparing runs.
 """
+import os
 import pathlib
 import re
 import subprocess
@@ -24,6 +25,8 @@ PROGS_TEST = re.compile(r"^#\s*\d+\s+(\S+):(OK|SKIP|FAIL)")
 SOCKMAP = re.compile(r"^#\s*\d+/\s*\d+\s+(\S.*):(OK|FAIL)\s*$")
 # tests/stress: "stress: bytes verified: OK  # 16 streams, ..."
 STRESS = re.compile(r"^stress: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
+# tests/apps: "apps: nginx sendfile on, files verified: OK  # ..."
+APPS = re.compile(r"^apps: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
 
 
 def parse_test_progs(text):
@@ -59,7 +62,7 @@ def by_line(regex):
 
 
 PARSERS = {"test_sockmap": by_line(SOCKMAP), "test_progs": parse_test_progs,
-           "stress": by_line(STRESS)}
+           "apps": by_line(APPS), "stress": by_line(STRESS)}
 
 
 def main():
@@ -90,10 +93,20 @@ def main():
         if not units or status != "0":
             bad = True
     # The kernel log: clean, and saved (a guest that died saves none).
+    kernel = results / "kernel"  # the guest's bzImage, which KCSAN reports need
+    env = dict(os.environ, SPLAT_KERNEL=kernel.read_text().strip()) if kernel.exists() else None
     clean = (results / "dmesg.txt").exists() and all(
-        subprocess.run([str(SPLAT_SCAN), *args], stdout=subprocess.DEVNULL).returncode == 0
+        subprocess.run([str(SPLAT_SCAN), *args], stdout=subprocess.DEVNULL, env=env).returncode == 0
         for args in ([str(results / "dmesg.txt"), str(results / "kmemleak.txt")],
                      ["-k", str(results / "console.log")]))
+    # A KCSAN kernel: its reports, sorted (the base's do not fail a run).
+    dmesg = results / "dmesg.txt"
+    if env and dmesg.exists() and "BUG: KCSAN:" in dmesg.read_text(errors="replace"):
+        kout = pathlib.Path(env["SPLAT_KERNEL"]).parents[3]
+        sort = subprocess.run([str(SPLAT_SCAN.with_name("kcsan-report.py")), str(kout.parent),
+                               str(kout / "vmlinux"), str(dmesg)], capture_output=True, text=True)
+        for line in sort.stdout.splitlines():
+            print(f"  {line}")
     result = "OK" if clean else "FAIL"
     totals[result] += 1
     if listing:

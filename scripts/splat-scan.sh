@@ -5,6 +5,10 @@
 #       own output is mixed in and must not cause false alarms)
 # Exit 0 if clean, 1 if any report was found (the offending lines are
 # printed with context), 2 on usage errors. Missing files are skipped.
+# KCSAN reports (a kernel built with config/kcsan.config) are sorted by
+# scripts/kcsan-report.py instead, with SPLAT_KERNEL naming the guest's
+# bzImage: only those in code the series adds or changes count (not with
+# -k, where they are the console's copies of what the kernel log holds).
 set -euo pipefail
 
 kernel_only=0
@@ -33,6 +37,18 @@ ignore='Spectre V2 : WARNING: Unprivileged eBPF'
 boot_leak='^ +start_kernel\\+'
 
 found=0
+if grep -qs 'BUG: KCSAN:' "$@"; then
+	ignore+='|BUG: KCSAN:'
+	if [ "$kernel_only" = 0 ]; then
+		if [ -z "${SPLAT_KERNEL:-}" ]; then
+			echo "KCSAN reports, and no SPLAT_KERNEL to sort them by"
+			found=1
+		else
+			kout=$(dirname "$SPLAT_KERNEL")/../../..
+			"$(dirname "$0")/kcsan-report.py" "$kout/.." "$kout/vmlinux" "$@" || found=1
+		fi
+	fi
+fi
 for f in "$@"; do
 	[ -f "$f" ] || continue
 	# Print each hit with 3 lines before and 30 after (a stack trace),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the sockmap stress harness (tests/stress) and run it in a guest:
-#   stress.sh [--kernel BZIMAGE] [--duration SECS] [--seed N] [-- HARNESS ARGS...]
-# The kernel defaults to the debug kernel with the series
-# (build/linux/out-debug), the duration to 120 s. Results (the harness and
+#   stress.sh [--kernel BZIMAGE | --config CONFIG] [--duration SECS] [--seed N]
+#             [-- HARNESS ARGS...]
+# The kernel defaults to the series' kernel for CONFIG (default debug:
+# build/linux/out-debug), the duration to 120 s. Results (the harness and
 # its log, console, dmesg, kmemleak) go to build/results/stress-<time>.
 # HARNESS ARGS: see sockmap_stress --help (e.g. --conns, --corrupt). Prints the
 # harness's checks and an 'N passed, N failed, N skipped' summary in which
@@ -11,11 +12,11 @@
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-kernel=$(out_for patched debug)/arch/x86/boot/bzImage
-duration=120 args=()
+kernel='' config=debug duration=120 args=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernel) kernel=${2:?}; shift 2 ;;
+	--config) config=${2:?}; shift 2 ;;
 	--duration) duration=${2:?}; shift 2 ;;
 	--seed) args+=(--seed "${2:?}"); shift 2 ;;
 	-h | --help) usage 0 ;;
@@ -23,7 +24,8 @@ while [ $# -gt 0 ]; do
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
 done
-[ -f "$kernel" ] || die "no kernel at $kernel (make kernel CONFIG=debug, or --kernel)"
+[ -n "$kernel" ] || kernel=$(out_for patched "$config")/arch/x86/boot/bzImage
+[ -f "$kernel" ] || die "no kernel at $kernel (make kernel CONFIG=$config, or --kernel)"
 
 results=$BUILD/results/stress-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$results"

@@ -98,6 +98,9 @@ for p in "$results" "$init"; do
 done
 [ -x "$init" ] || die "$init is not executable"
 rm -f "$results"/{console.log,cmd,exit-status,dmesg.txt,kmemleak.txt,splats.txt,qemu.pid,pinned,boot-timeout}
+# For the splat scan, here and in scripts/selftests-summary.py.
+realpath "$kernel" >"$results/kernel"
+export SPLAT_KERNEL=$kernel
 
 # The command, for guest/init.sh to run with sh: every word single-quoted
 # (a ' inside becomes '\''), so no argument is ever re-split or expanded.

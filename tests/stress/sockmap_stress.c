@@ -95,6 +95,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -113,7 +114,7 @@
 #define CGROUP		CGROOT "/sockmap-stress"
 
 static struct {
-	unsigned int duration, conns, stall_timeout;
+	unsigned int duration, conns, stall_timeout, fail_pct;
 	uint64_t seed;
 	bool faults, corrupt, memcg;
 	const char *bpf_obj;
@@ -341,7 +342,7 @@ static const char *const fault_name[NFAULTS] = {
 
 static struct {
 	atomic_uint_fast64_t streams, written, verified, writes, reads, peeks, eagain,
-		eacces, toggles, stalls, reconnects, faults[NFAULTS];
+		eacces, enomem, toggles, stalls, reconnects, faults[NFAULTS];
 	atomic_uint_fast64_t verdict_streams, mixed_streams, mixed_both, mix_rearms;
 	atomic_uint_fast64_t frame_readers, frame_events, frames, frame_waits, frame_short;
 } total;
@@ -450,6 +451,70 @@ static void cgroup_leave(int cg)
 	/* Fails if another cgroup uses it meanwhile: leave it on then. */
 	if (memcg.enabled)
 		write_file(CGROOT "/cgroup.subtree_control", "-memory\n");
+}
+
+
+/* ---- allocation failures (--fail-alloc) ---- */
+
+/* The kernel's fault injection fails a share of the writer threads'
+ * allocations: those from the sk_msg cache, and pages (sleeping
+ * allocations too; not highmem ones, so that user page faults go on).
+ * Each attribute fails at most FAIL_TIMES times; what is left of that
+ * says how many failures it injected.
+ */
+#define DEBUGFS		"/sys/kernel/debug"
+#define FAIL_TIMES	100000000
+#define FAIL_TIMES_STR	"100000000"
+static const char *const fail_attr[] = { "failslab", "fail_page_alloc" };
+
+static void fail_setup(void)
+{
+	char path[128];
+
+	if (access(DEBUGFS "/failslab", F_OK) &&
+	    mount("debugfs", DEBUGFS, "debugfs", 0, NULL) && errno != EBUSY)
+		die("mount debugfs");
+	for (size_t i = 0; i < sizeof(fail_attr) / sizeof(*fail_attr); i++) {
+		static const char *const knobs[][2] = {
+			{ "verbose", "0" }, { "interval", "1" }, { "task-filter", "Y" },
+			{ "ignore-gfp-wait", "N" }, { "space", "0" },
+			{ "times", FAIL_TIMES_STR }, { "probability", NULL },
+		};
+
+		for (size_t k = 0; k < sizeof(knobs) / sizeof(*knobs); k++) {
+			snprintf(path, sizeof(path), DEBUGFS "/%s/%s", fail_attr[i], knobs[k][0]);
+			if (knobs[k][1] ? write_file(path, "%s", knobs[k][1]) :
+					  write_file(path, "%u", opt.fail_pct))
+				die(path); /* a kernel without fault injection? */
+		}
+	}
+	if (write_file(DEBUGFS "/failslab/cache-filter", "Y") ||
+	    write_file("/sys/kernel/slab/sk_msg/failslab", "1"))
+		die("failslab on the sk_msg cache (a kernel without the series?)");
+	if (write_file(DEBUGFS "/fail_page_alloc/min-order", "0"))
+		die(DEBUGFS "/fail_page_alloc/min-order");
+}
+
+/* The failures each attribute injected; and no more from now on. */
+static long long fail_stop(const char *attr)
+{
+	char path[128];
+	long long left;
+
+	snprintf(path, sizeof(path), DEBUGFS "/%s/probability", attr);
+	write_file(path, "0");
+	snprintf(path, sizeof(path), DEBUGFS "/%s/times", attr);
+	left = read_figure(path, NULL);
+	return left < 0 ? -1 : FAIL_TIMES - left;
+}
+
+static void check_fail_alloc(void)
+{
+	long long slab = fail_stop("failslab"), page = fail_stop("fail_page_alloc");
+
+	unit("allocation failures injected", slab <= 0 || page <= 0,
+	     "%u%% of the writers' sk_msg and page allocations: %lld sk_msg, %lld page allocations failed; %llu writes failed with ENOMEM, every accepted byte delivered",
+	     opt.fail_pct, slab, page, (unsigned long long)total.enomem);
 }
 
 /* ---- BPF ---- */
@@ -762,6 +827,14 @@ static void *writer(void *arg)
 	unsigned int passing_for = 0;
 
 	atomic_store(&c->writer_tid, gettid());
+	/* Its allocations may fail from now on: not those of a page fault
+	 * on the buffer (a page table's), which would end in the OOM killer.
+	 */
+	if (!buf)
+		die("malloc");
+	memset(buf, 0, MAX_WRITE);
+	if (opt.fail_pct && write_file("/proc/thread-self/make-it-fail", "1"))
+		die("make-it-fail");
 	set_nonblock(c->tx_fd, nonblock);
 	while (!atomic_load(&stop_writers) && atomic_load(&st->end) == RUNNING) {
 		uint64_t off = atomic_load(&st->written);
@@ -818,6 +891,11 @@ static void *writer(void *arg)
 			count(eacces, 1);
 		} else if (n < 0 && errno == EINTR) {
 			continue;
+		} else if (n < 0 && errno == ENOMEM && opt.fail_pct) {
+			/* An injected failure: nothing of this write was
+			 * accepted, the next one starts at the same offset.
+			 */
+			count(enomem, 1);
 		} else if (atomic_load(&st->end) == ENDED_RX || atomic_load(&stop_writers)) {
 			break; /* the reader is gone, or we are told to stop */
 		} else {
@@ -1652,11 +1730,12 @@ static void report_totals(void)
 	for (int f = 0; f < NFAULTS; f++)
 		len += snprintf(faults + len, sizeof(faults) - len, "%s%s %llu", f ? ", " : "",
 				fault_name[f], (unsigned long long)total.faults[f]);
-	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu), EAGAIN %llu, EACCES %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
+	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu), EAGAIN %llu, EACCES %llu, ENOMEM %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
 	    (unsigned long long)total.streams, (unsigned long long)total.written,
 	    (unsigned long long)total.verified, (unsigned long long)total.writes,
 	    (unsigned long long)total.reads, (unsigned long long)total.peeks,
 	    (unsigned long long)total.eagain, (unsigned long long)total.eacces,
+	    (unsigned long long)total.enomem,
 	    (unsigned long long)total.toggles, (unsigned long long)total.stalls,
 	    (unsigned long long)total.reconnects);
 	msg("faults: %s", faults);
@@ -1680,13 +1759,16 @@ static void report_totals(void)
 static void usage(int status)
 {
 	printf("usage: sockmap_stress [--duration SECS] [--seed N] [--conns N] [--stall-timeout SECS]\n"
-	       "                      [--no-faults] [--no-memcg] [--corrupt] [--bpf-obj FILE]\n"
+	       "                      [--no-faults] [--no-memcg] [--fail-alloc PCT] [--corrupt]\n"
+	       "                      [--bpf-obj FILE]\n"
 	       "  --duration       how long the writers write (default 120)\n"
 	       "  --seed           replay the random choices of a run (default: from the clock)\n"
 	       "  --conns          connection slots, at least 8 (default 16)\n"
 	       "  --stall-timeout  seconds without progress that fail the run (default 60)\n"
 	       "  --no-faults      no closes, shutdowns, map deletions or detaches\n"
 	       "  --no-memcg       leave the memory controller alone, no memcg check\n"
+	       "  --fail-alloc     fail PCT%% of the writers' sk_msg and page allocations\n"
+	       "                   (fault injection); a write that fails with ENOMEM is retried\n"
 	       "  --corrupt        self-test: flip a bit of the received data; the run must fail\n"
 	       "  --bpf-obj        the BPF object (default: sockmap_stress.bpf.o beside the program)\n");
 	exit(status);
@@ -1698,7 +1780,8 @@ static void parse_args(int argc, char **argv)
 		{ "duration", 1, NULL, 'd' }, { "seed", 1, NULL, 's' },
 		{ "conns", 1, NULL, 'n' }, { "stall-timeout", 1, NULL, 't' },
 		{ "no-faults", 0, NULL, 'F' }, { "no-memcg", 0, NULL, 'M' }, { "corrupt", 0, NULL, 'C' },
-		{ "bpf-obj", 1, NULL, 'o' }, { "help", 0, NULL, 'h' }, { 0 }
+		{ "bpf-obj", 1, NULL, 'o' }, { "fail-alloc", 1, NULL, 'a' },
+		{ "help", 0, NULL, 'h' }, { 0 }
 	};
 	static char obj[PATH_MAX];
 	int o;
@@ -1714,11 +1797,13 @@ static void parse_args(int argc, char **argv)
 		case 'M': opt.memcg = false; break;
 		case 'C': opt.corrupt = true; break;
 		case 'o': opt.bpf_obj = optarg; break;
+		case 'a': opt.fail_pct = strtoul(optarg, NULL, 0); break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
 	}
-	if (optind != argc || opt.conns < 8 || !opt.duration || !opt.stall_timeout)
+	if (optind != argc || opt.conns < 8 || !opt.duration || !opt.stall_timeout ||
+	    opt.fail_pct > 100)
 		usage(2);
 	if (!opt.bpf_obj) {
 		ssize_t n = readlink("/proc/self/exe", obj, sizeof(obj) - 32);
@@ -1833,15 +1918,18 @@ int main(int argc, char **argv)
 	t0 = now();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	msg("seed %llu, %u connections, %us, stall timeout %us, faults %s%s",
+	msg("seed %llu, %u connections, %us, stall timeout %us, faults %s, allocation failures %u%%%s",
 	    (unsigned long long)opt.seed, opt.conns, opt.duration, opt.stall_timeout,
-	    opt.faults ? "on" : "off", opt.corrupt ? ", --corrupt (this run must fail)" : "");
+	    opt.faults ? "on" : "off", opt.fail_pct,
+	    opt.corrupt ? ", --corrupt (this run must fail)" : "");
 	r = rnd_seed(0x9a7, 0);
 	for (size_t i = 0; i < sizeof(pattern); i++)
 		pattern[i] = rnd(&r);
 
 	base = mem_now();
 	cg = bpf_setup();
+	if (opt.fail_pct)
+		fail_setup();
 	listen_fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof(a)) ||
 	    listen(listen_fd, 64))
@@ -1902,6 +1990,8 @@ int main(int argc, char **argv)
 	check_bound();
 	check_paths();
 	check_memcg();
+	if (opt.fail_pct)
+		check_fail_alloc();
 
 	for (unsigned int i = 0; i < opt.conns; i++) {
 		close_abort(conns[i].tx_fd);
