@@ -414,7 +414,7 @@ def main():
             doc["records"].append(checked(system, fn, redirector, rec))
         except SendRefused as e:
             # Vanilla fails a redirected sendmsg() with ENOMEM when its
-            # receiver is out of receive memory (patch 5 makes it wait).
+            # receiver is out of receive memory (the series makes it wait).
             # That is a result for vanilla, kept and reported; for the
             # patched kernel it is a failure of the run.
             if doc["variant"] != "vanilla":
