@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Sort the KCSAN reports of a guest's kernel log by whose code they are in.
 
-kcsan-report.py TREE VMLINUX LOG...
+kcsan-report.py BZIMAGE LOG...
 
-TREE is the kernel tree the guest kernel was built from (a git checkout
-whose tag "base" is the base, as scripts/tree.sh makes it), VMLINUX that
-kernel's vmlinux. A report is the series' when a frame among the first few
+BZIMAGE is the guest's kernel, built by scripts/build-kernel.sh in
+TREE/out-CONFIG: its vmlinux is beside it there, and TREE is a git checkout
+whose tag "base" is the base, as scripts/tree.sh makes it. A report is the series' when a frame among the first few
 of either access (or a function inlined there, found with addr2line in
 VMLINUX) lies in a function that the series adds or changes (base..HEAD,
 outside tools/), and the base's otherwise. Prints one line per distinct
@@ -13,6 +13,7 @@ report ("series" or "base", the title, how often), and exits 1 if any is
 the series', 0 otherwise (also when the logs hold no KCSAN report).
 """
 import collections
+import pathlib
 import re
 import subprocess
 import sys
@@ -120,9 +121,10 @@ def resolve(vmlinux, tree, frames):
 
 
 def main():
-    if len(sys.argv) < 4:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    tree, vmlinux, logs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    out = pathlib.Path(sys.argv[1]).resolve().parents[3]  # out/arch/x86/boot/bzImage
+    tree, vmlinux, logs = str(out.parent), str(out / "vmlinux"), sys.argv[2:]
     funcs = changed_functions(tree)
     names = {name for spans in funcs.values() for _, _, name in spans}
     found = collections.OrderedDict()

@@ -44,8 +44,7 @@ if grep -qs 'BUG: KCSAN:' "$@"; then
 			echo "KCSAN reports, and no SPLAT_KERNEL to sort them by"
 			found=1
 		else
-			kout=$(dirname "$SPLAT_KERNEL")/../../..
-			"$(dirname "$0")/kcsan-report.py" "$kout/.." "$kout/vmlinux" "$@" || found=1
+			"$(dirname "$0")/kcsan-report.py" "$SPLAT_KERNEL" "$@" || found=1
 		fi
 	fi
 fi
