@@ -453,7 +453,6 @@ static void cgroup_leave(int cg)
 		write_file(CGROOT "/cgroup.subtree_control", "-memory\n");
 }
 
-
 /* ---- allocation failures (--fail-alloc) ---- */
 
 /* The kernel's fault injection fails a share of the writer threads'
@@ -464,7 +463,6 @@ static void cgroup_leave(int cg)
  */
 #define DEBUGFS		"/sys/kernel/debug"
 #define FAIL_TIMES	100000000
-#define FAIL_TIMES_STR	"100000000"
 static const char *const fail_attr[] = { "failslab", "fail_page_alloc" };
 
 static void fail_setup(void)
@@ -478,15 +476,19 @@ static void fail_setup(void)
 		static const char *const knobs[][2] = {
 			{ "verbose", "0" }, { "interval", "1" }, { "task-filter", "Y" },
 			{ "ignore-gfp-wait", "N" }, { "space", "0" },
-			{ "times", FAIL_TIMES_STR }, { "probability", NULL },
 		};
 
 		for (size_t k = 0; k < sizeof(knobs) / sizeof(*knobs); k++) {
 			snprintf(path, sizeof(path), DEBUGFS "/%s/%s", fail_attr[i], knobs[k][0]);
-			if (knobs[k][1] ? write_file(path, "%s", knobs[k][1]) :
-					  write_file(path, "%u", opt.fail_pct))
+			if (write_file(path, "%s", knobs[k][1]))
 				die(path); /* a kernel without fault injection? */
 		}
+		snprintf(path, sizeof(path), DEBUGFS "/%s/times", fail_attr[i]);
+		if (write_file(path, "%d", FAIL_TIMES))
+			die(path);
+		snprintf(path, sizeof(path), DEBUGFS "/%s/probability", fail_attr[i]);
+		if (write_file(path, "%u", opt.fail_pct))
+			die(path);
 	}
 	if (write_file(DEBUGFS "/failslab/cache-filter", "Y") ||
 	    write_file("/sys/kernel/slab/sk_msg/failslab", "1"))
