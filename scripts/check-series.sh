@@ -29,7 +29,9 @@ for f in $(git -C "$SERIES_TREE" diff --name-only --diff-filter=A base series); 
 done
 for p in $(series_patches); do
 	# checkpatch must run from the top of a kernel tree to read patches right.
-	if ! (cd "$SERIES_TREE" && scripts/checkpatch.pl --strict -q --ignore FILE_PATH_CHANGES "$p") >/tmp/checkpatch.$$ 2>&1; then
+	# Debian's python3 first, whose python3-ply the SPDX check imports.
+	if ! (cd "$SERIES_TREE" && PATH=/usr/bin:$PATH scripts/checkpatch.pl --strict -q \
+		--ignore FILE_PATH_CHANGES "$p") >/tmp/checkpatch.$$ 2>&1; then
 		echo "FAIL checkpatch: $(basename "$p")"
 		cat /tmp/checkpatch.$$
 		fail=1

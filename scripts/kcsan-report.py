@@ -11,6 +11,12 @@ VMLINUX) lies in a function that the series adds or changes (base..HEAD,
 outside tools/), and the base's otherwise. Prints one line per distinct
 report ("series" or "base", the title, how often), and exits 1 if any is
 the series', 0 otherwise (also when the logs hold no KCSAN report).
+
+A kernel built with KCSAN's KUnit suite (CONFIG_KCSAN_KUNIT_TEST,
+kernel/kcsan/kcsan_test.c; scripts/vm-run.sh has it run while booting)
+shows in the same logs that the detector catches races here: the reports
+the suite provokes are counted apart, and the run fails unless the suite
+passed and provoked some.
 """
 import collections
 import pathlib
@@ -24,6 +30,28 @@ ACCESS = re.compile(r"(read|write|read-write|race at unknown origin).* by (task|
 FRAME = re.compile(r"^\s*(?:\[[ \d.]+\]\s*)?([A-Za-z_][\w.]*\+0x[0-9a-f]+/0x[0-9a-f]+)")
 # A function definition's first line: at column 0, a name then "(".
 DEF = re.compile(r"^[A-Za-z_].*?\b([A-Za-z_]\w*)\s*\(")
+SUITE_FILE = "kernel/kcsan/kcsan_test.c"
+# KTAP: the suite's result line and its totals.
+SUITE_RESULT = re.compile(r"\b(not ok|ok) \d+ kcsan\s*$")
+SUITE_TOTALS = re.compile(r"# kcsan: pass:(\d+) fail:(\d+) skip:(\d+) total:(\d+)")
+
+
+def suite_result(paths):
+    """("ok" or "not ok", totals text) of the kcsan KUnit suite, or None."""
+    result, totals = None, ""
+    for path in paths:
+        try:
+            text = open(path, errors="replace").read().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in text:
+            m = SUITE_RESULT.search(line)
+            if m:
+                result = m.group(1)
+            m = SUITE_TOTALS.search(line)
+            if m:
+                totals = "pass {}, fail {}, skip {} of {}".format(*m.groups())
+    return (result, totals) if result else None
 
 
 def changed_functions(tree):
@@ -134,23 +162,39 @@ def main():
         else:
             found[title] = [stacks, 1]
     locs = resolve(vmlinux, tree, {f for stacks, _ in found.values() for s in stacks for f in s})
-    seen = collections.OrderedDict()
+    seen, provoked = collections.OrderedDict(), 0
     for title, (stacks, n) in found.items():
         hits = set()
-        for frame in (f for s in stacks for f in s):
+        frames = [f for s in stacks for f in s]
+        if any(path == SUITE_FILE for f in frames for path, _ in locs.get(f, [])):
+            provoked += n
+            continue
+        for frame in frames:
             if frame.split("+")[0] in names:
                 hits.add(frame.split("+")[0])
             for path, line in locs.get(frame, []):
                 hits.update(name for a, b, name in funcs.get(path, []) if a <= line <= b)
         seen[title] = [sorted(hits), n]
-    bad = 0
+    bad = suite_bad = 0
+    with open(out / ".config") as f:
+        has_suite = "CONFIG_KCSAN_KUNIT_TEST=y\n" in f.read()
+    if has_suite:
+        suite = suite_result(logs)
+        if not suite:
+            print("kcsan: detector self-test: no result of the kcsan KUnit suite in the log")
+            suite_bad = 1
+        else:
+            good = suite[0] == "ok" and provoked > 0
+            suite_bad = not good
+            print(f"kcsan: detector self-test: kcsan KUnit suite {suite[0]} ({suite[1]}),"
+                  f" {provoked} report(s) provoked{'' if good else ': FAIL'}")
     for title, (hits, n) in seen.items():
         owner = "series" if hits else "base"
         bad += bool(hits)
         extra = f" (in {', '.join(hits)})" if hits else ""
         print(f"kcsan: {owner}: {title}: {n} time(s){extra}")
     print(f"kcsan: {len(seen)} distinct report(s), {bad} in code the series adds or changes")
-    return 1 if bad else 0
+    return 1 if bad or suite_bad else 0
 
 
 if __name__ == "__main__":

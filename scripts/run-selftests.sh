@@ -38,9 +38,10 @@ if [ "$suite" = apps ] || { [ "$suite" = sockmap ] && [ -n "${APPS:-}" ]; }; the
 	stage_apps "$results"
 fi
 log "selftests $suite on $config/$variant: booting (log: $results/console.log)"
+# slab_nomerge: the stress harness counts the sk_msg cache's objects.
 vm_rc=0
 "$TOP/scripts/vm-run.sh" --kernel "$kout/arch/x86/boot/bzImage" --results "$results" \
-	--timeout "$timeout" -- "$TOP/guest/run-selftests.sh" "$tests" "$results" "$suite" "${stress_args[@]}" ||
+	--timeout "$timeout" --append slab_nomerge -- "$TOP/guest/run-selftests.sh" "$tests" "$results" "$suite" "${stress_args[@]}" ||
 	vm_rc=$?
 log "selftests $suite on $config/$variant: VM exited with $vm_rc"
 echo

@@ -127,6 +127,12 @@ ninep=trans=virtio,version=9p2000.L,msize=512000
 cmdline="console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ninep,cache=loose ro"
 cmdline+=" init=$init acpi=noirq panic=-1 loglevel=4 log_buf_len=16M"
 [ -z "$icount" ] || cmdline+=" nohz=off"
+# A kernel with KCSAN's own test suite (config/kcsan.config) runs it while
+# booting (a few minutes): every run on it shows that the detector catches
+# races on this machine (scripts/kcsan-report.py checks the suite's result).
+if grep -qsx 'CONFIG_KCSAN_KUNIT_TEST=y' "$(dirname "$kernel")/../../../.config"; then
+	cmdline+=" kunit.enable=1 kunit.filter_glob=kcsan"
+fi
 cmdline+=" RESULTS=$results${append:+ $append}"
 # shellcheck disable=SC2054 # the commas are qemu's
 accel=(-accel tcg,thread=multi)
