@@ -5,6 +5,10 @@
 #   - no new warnings with W=1 or sparse (C=1) in the files a patch touches,
 #     compared with the same files on the base
 #   - scripts/kernel-doc -none on touched files is silent
+#   - with TESTS=1, every patch that changes the kernel passes the sockmap
+#     selftests: its bench kernel boots under QEMU and runs test_sockmap
+#     and test_progs' sockmap tests, the series' debug build of them (the
+#     tests the series adds only from the patch that adds them on)
 # It works in its own worktree (build/linux-bisect), leaving the others be.
 . "$(dirname "$0")/lib.sh"
 
@@ -13,6 +17,10 @@ out=$tree/out-bench
 setup_ccache
 [ -d "$SERIES_TREE/.git" ] || die "no series tree: run 'make tree'"
 fail=0
+if [ "${TESTS:-0}" = 1 ]; then
+	"$TOP/scripts/build-kernel.sh" debug patched
+	"$TOP/scripts/build-selftests.sh" debug patched
+fi
 
 log "checkpatch --strict"
 # FILE_PATH_CHANGES ("does MAINTAINERS need updating?") fires for every new
@@ -81,6 +89,36 @@ warnings() {
 	done | sed -E 's/:[0-9]+:[0-9]+:/:/; s/:[0-9]+:/:/' | sort -u
 }
 
+# selftests COMMIT SUBJECT: boot COMMIT's bench kernel (just built) and run
+# the sockmap selftests in it; results in build/results/series-check/N-*.
+selftests() {
+	local tests=$SERIES_TREE/out-debug/selftests list
+	local results
+	results=$BUILD/results/series-check/$(git -C "$SERIES_TREE" rev-list --count "base..$1")-$(
+		git -C "$SERIES_TREE" log -1 --format=%f "$1")
+	# The guest's default list, less the test the series adds until it is there.
+	list=sockmap_basic,sockmap_redir,sockmap_listen,sockmap_ktls,sockmap_strp
+	if git -C "$SERIES_TREE" cat-file -e \
+		"$1:tools/testing/selftests/bpf/prog_tests/sockmap_ingress_cork.c" 2>/dev/null; then
+		list+=,sockmap_ingress_cork
+	fi
+	rm -rf "$results"
+	mkdir -p "$results"
+	log "selftests on: $2"
+	# The guest's init passes NAME=VALUE words of the command line on
+	# as environment variables: SOCKMAP_TESTS reaches guest/run-selftests.sh.
+	"$TOP/scripts/vm-run.sh" --kernel "$out/arch/x86/boot/bzImage" --results "$results" \
+		--timeout 3600 --append "slab_nomerge SOCKMAP_TESTS=$list" -- \
+		"$TOP/guest/run-selftests.sh" "$tests" "$results" sockmap >/dev/null 2>&1
+	if "$TOP/scripts/selftests-summary.py" "$results" >"$results/summary" 2>&1; then
+		echo "ok   sockmap selftests ($(tail -1 "$results/summary")): $2"
+	else
+		echo "FAIL sockmap selftests: $2 (results: $results)"
+		cat "$results/summary"
+		return 1
+	fi
+}
+
 git -C "$tree" checkout -q --detach base
 kernel_configure "$tree" "$out" bench
 log "base: building, and W=1/sparse warnings of the touched files"
@@ -107,6 +145,9 @@ for c in $(git -C "$SERIES_TREE" rev-list --reverse base..series); do
 		echo "ok   builds, no new W=1/sparse warnings: $subject"
 	fi
 	files=$(git -C "$SERIES_TREE" diff-tree --no-commit-id --name-only -r "$c" -- '*.c' '*.h' | grep -v '^tools/' || true)
+	if [ "${TESTS:-0}" = 1 ] && [ -n "$files" ]; then
+		selftests "$c" "$subject" || fail=1
+	fi
 	if [ -n "$files" ]; then
 		kdoc=$(cd "$tree" && scripts/kernel-doc -none $files 2>&1 || true)
 		if [ -n "$kdoc" ]; then
