@@ -1,13 +1,17 @@
 # Workbench for the sk_msg ingress corking series. `make help` lists targets.
 # Everything builds under build/ (ignored by git); patches/ is the product.
 #
-# Variables: CONFIG=bench|debug|kcsan, VARIANT=vanilla|patched,
+# Variables: CONFIG=bench|debug|kcsan, VARIANT=vanilla|patched|anchor (the
+# published earlier posting, from ../shared/anchor, for comparison only),
 # LINUX_SRC=<tarball, tree or git checkout> for another base (make tree);
-# make bench: QUICK=1, VARIANTS="vanilla patched", CONFIG only if given.
+# make bench: QUICK=1, VARIANTS="vanilla patched", CONFIG only if given;
+# make compare: VARIANTS="vanilla anchor patched".
 
 CONFIG  ?= debug
 VARIANT ?= patched
 S := scripts
+# The CONFIG/VARIANT kernel, where scripts/build-kernel.sh builds it (a shell word).
+bzimage = "$$(bash -c '. $(S)/lib.sh && out_for $(VARIANT) $(CONFIG)')/arch/x86/boot/bzImage"
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
 	compare check-all series-check apps tests stress bench clean
@@ -42,9 +46,11 @@ tests: deps tree
 
 ## compare        sockmap selftests (the series tree's binaries) on the
 ##                vanilla and the patched kernel (CONFIG=debug): the tests
-##                both have must give the same results
+##                both have must give the same results; VARIANTS="vanilla
+##                anchor patched": on the anchor's kernel too, its results
+##                side by side with theirs, reported, not judged
 compare: deps tree
-	$(S)/compare-selftests.sh $(CONFIG)
+	$(S)/compare-selftests.sh $(CONFIG) $(if $(VARIANTS),"$(VARIANTS)")
 
 ## check-all      the whole of test_progs on CONFIG/VARIANT
 check-all: deps tree
@@ -52,18 +58,20 @@ check-all: deps tree
 	$(S)/build-selftests.sh $(CONFIG) $(VARIANT)
 	$(S)/run-selftests.sh $(CONFIG) $(VARIANT) all
 
-## series-check   checkpatch --strict, per-patch build, W=1/sparse, kernel-doc
+## series-check   checkpatch --strict, per-patch build, W=1/sparse, kernel-doc;
+##                TESTS=1: every patch's kernel also runs the sockmap selftests
 series-check: deps tree
-	$(S)/check-series.sh
+	TESTS=$(TESTS) $(S)/check-series.sh
 
 ## stress         the sockmap stress and fault harness (tests/stress) in the VM
-##                on the series' kernel for CONFIG (debug; kcsan: the data-race
-##                detector), or KERNEL=bzImage; DURATION=secs (default 120),
-##                SEED=n to replay a run, FAIL_ALLOC=pct to fail that share of
-##                the writers' sk_msg and page allocations (fault injection)
-stress: deps
-	$(if $(KERNEL),,$(S)/tree.sh ensure && $(S)/build-kernel.sh $(CONFIG) patched)
-	$(S)/stress.sh $(if $(KERNEL),--kernel $(KERNEL),--config $(CONFIG)) \
+##                on the CONFIG/VARIANT kernel (default debug/patched; kcsan:
+##                the data-race detector; VARIANT=anchor: the anchor's), or
+##                KERNEL=bzImage; DURATION=secs (default 120), SEED=n to
+##                replay a run, FAIL_ALLOC=pct to fail that share of the
+##                writers' sk_msg and page allocations (fault injection)
+stress: deps $(if $(KERNEL),,tree)
+	$(if $(KERNEL),,$(S)/build-kernel.sh $(CONFIG) $(VARIANT))
+	$(S)/stress.sh --kernel $(or $(KERNEL),$(bzimage)) \
 		$(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED)) \
 		$(if $(FAIL_ALLOC),-- --fail-alloc $(FAIL_ALLOC))
 
@@ -73,7 +81,9 @@ stress: deps
 ##                CONFIG=debug on the command line: the debug kernels (the
 ##                bench config otherwise, whatever CONFIG defaults to);
 ##                VARIANTS=patched or =vanilla: that kernel alone, no
-##                comparison (CI: QUICK=1 CONFIG=debug VARIANTS=patched)
+##                comparison (CI: QUICK=1 CONFIG=debug VARIANTS=patched);
+##                VARIANTS="vanilla anchor patched": the anchor's kernel
+##                too, in the same rotation, compared with both
 bench: deps tree
 	$(S)/deps.sh bench
 	$(S)/bench.sh $(if $(QUICK),--quick) \
@@ -86,15 +96,19 @@ deps:
 	$(S)/deps.sh
 
 ## tree           build/linux: the base (LINUX_SRC, default the pinned 7.3.4
-##                tarball) with patches/ applied, unless already current
+##                tarball) with patches/ applied, unless already current;
+##                with anchor in VARIANT or VARIANTS also build/linux-anchor,
+##                the base with the anchor (../shared/anchor) applied
 tree:
 	$(S)/tree.sh ensure
+	$(if $(filter anchor,$(VARIANT) $(VARIANTS)),$(S)/tree.sh anchor)
 
 ## export         write the series tree's commits back to patches/
 export:
 	$(S)/tree.sh export
 
-## kernel         build CONFIG/VARIANT (default debug/patched)
+## kernel         build CONFIG/VARIANT (default debug/patched; VARIANT=anchor:
+##                the published anchor, for comparison only)
 kernel: tree
 	$(S)/build-kernel.sh $(CONFIG) $(VARIANT)
 

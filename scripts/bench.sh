@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark: vanilla vs patched, bench kernels, booted alternately.
 #   bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug]
-#            [--variants "vanilla patched"] [--icount-only --out DIR]
+#            [--variants "vanilla anchor patched"] [--icount-only --out DIR]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
 # and the selftests' bench binary, then boots vanilla, patched, patched,
 # vanilla, ... (N repetitions each; full: 4, quick: 1; every other
@@ -14,10 +14,13 @@
 # writes build/results/bench-quick/. Every measurement proves that its bytes
 # went the way it claims (see guest/bench.py); any failure fails the run.
 # --config debug uses the debug kernels instead (what make check builds);
-# --variants boots only the kernels named (vanilla first if both), and the
-# report then has no comparison. CI runs the quick mode on debug/patched:
-# a smoke test of the benchmark on the kernel it already has.
-# --icount-only boots only the instruction-counted pair into DIR, a full
+# --variants boots the kernels named (default "vanilla patched") in the
+# order vanilla, anchor, patched, reversed every other repetition; with
+# one, the report has no comparison. "anchor" is the published anchor
+# (build/linux-anchor, scripts/tree.sh anchor), for comparison only: it is
+# booted as vanilla is, its splats recorded. CI runs the quick mode on
+# debug/patched: a smoke test of the benchmark on the kernel it already has.
+# --icount-only runs only the instruction-counted boots, into DIR, a full
 # run's directory that has its timed boots, and writes its report again:
 # for a run whose counted boots failed.
 # shellcheck source-path=SCRIPTDIR
@@ -40,21 +43,10 @@ case $config in
 bench | debug) ;;
 *) die "--config wants bench or debug, not '$config'" ;;
 esac
-# The variants asked for, vanilla first (the boot order of odd repetitions).
+# The variants asked for, in the boot order of odd repetitions.
 read -r -a words <<<"$want"
-for w in "${words[@]}"; do
-	case $w in
-	vanilla | patched) ;;
-	*) die "--variants wants vanilla and/or patched, not '$w'" ;;
-	esac
-done
-variants=()
-for v in vanilla patched; do
-	for w in "${words[@]}"; do
-		[ "$w" != "$v" ] || { variants+=("$v"); break; }
-	done
-done
-[ ${#variants[@]} -gt 0 ] || die "--variants wants vanilla and/or patched"
+order_variants "${words[@]}"
+[ ${#variants[@]} -gt 0 ] || die "--variants wants vanilla, anchor and/or patched"
 if [ "$mode" = quick ]; then
 	reps=${reps:-1}
 	out=${out:-$BUILD/results/bench-quick}
@@ -77,8 +69,8 @@ what=''
 log "bench ($mode, $reps repetition(s)$what): building"
 for v in "${variants[@]}"; do "$TOP/scripts/build-kernel.sh" "$config" "$v"; done
 make -s -C "$TOP/bench" O="$tools"
-# One bench binary for both kernels, so that only the kernel differs (the
-# series does not touch tools/): the first variant's.
+# One bench binary for all kernels, so that only the kernel differs (the
+# series and the anchor do not touch tools/): the first variant's.
 "$TOP/scripts/build-selftests.sh" "$config" "${variants[0]}" bench
 
 mkdir -p "$out/raw"
@@ -97,9 +89,10 @@ run_boot() {
 	elif [ "$(nproc)" -ge 2 ]; then
 		opts+=(--pin)
 	fi
-	# A splat of the unpatched kernel is its own bug: recorded with the
-	# boot's results and in the report; one of the patched kernel fails.
-	[ "$v" != vanilla ] || opts+=(--splat-ok)
+	# A splat of the unpatched kernel or of the anchor (whose known bugs
+	# are kept) is that kernel's own bug: recorded with the boot's results
+	# and in the report; one of the patched kernel fails.
+	[ "$v" = patched ] || opts+=(--splat-ok)
 	rm -rf "$vm"
 	mkdir -p "$vm"
 	python3 - "$vm/meta.json" <<-EOF
@@ -139,8 +132,8 @@ run_boot() {
 		log "bench: $mode $v repetition $rep died before init started (see $early); booting it again"
 	done
 	[ -s "$vm/bench.json" ] || die "bench: $mode $v repetition $rep left no results"
-	# With what vm-run.sh's splat scan found (nothing, but for vanilla),
-	# and the lines that explain an early death before this boot.
+	# With what vm-run.sh's splat scan found (nothing, but for vanilla and
+	# the anchor), and the lines that explain an early death before this boot.
 	python3 - "$vm/bench.json" "$dest" "$vm/splats.txt" "$early" <<-EOF
 		import json, re, sys
 		doc = json.load(open(sys.argv[1]))

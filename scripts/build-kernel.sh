@@ -3,16 +3,19 @@
 #   CONFIG   bench | debug | kcsan
 #                              (config/base.config, then config/CONFIG.config
 #                               and what it names as its base, over tinyconfig)
-#   VARIANT  vanilla | patched (the base, or base + patches/)
-# Output: build/linux{-vanilla,}/out-CONFIG/{arch/x86/boot/bzImage,vmlinux}.
+#   VARIANT  vanilla | patched | anchor
+#                              (the base, base + patches/, or base + the
+#                               published anchor from ../shared/anchor, for
+#                               comparison only: scripts/tree.sh anchor)
+# Output: build/linux{-vanilla,,-anchor}/out-CONFIG/{arch/x86/boot/bzImage,vmlinux}.
 # Incremental and ccache'd; the full log goes to out-CONFIG/build.log.
 . "$(dirname "$0")/lib.sh"
 
 config=${1:?config: bench or debug}
-variant=${2:?variant: vanilla or patched}
+variant=${2:?variant: vanilla, patched or anchor}
 tree=$(tree_for "$variant")
 out=$(out_for "$variant" "$config")
-[ -d "$tree" ] || die "no tree at $tree: run 'make tree' first"
+[ -d "$tree" ] || die "no tree at $tree: run 'make tree VARIANT=$variant' first"
 
 setup_ccache
 kernel_configure "$tree" "$out" "$config"

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 config=${1:?config: bench or debug}
-variant=${2:?variant: vanilla or patched}
+variant=${2:?variant: vanilla, patched or anchor}
 tree=$(tree_for "$variant")
 kout=$(out_for "$variant" "$config")
 out=$kout/selftests

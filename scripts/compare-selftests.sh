@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Run the sockmap selftests on the vanilla and on the patched kernel
-# (compare-selftests.sh [CONFIG], default debug) and check that they give
-# the same results (pass, skip or fail).
+# (compare-selftests.sh [CONFIG [VARIANTS]], CONFIG default debug) and check
+# that they give the same results (pass, skip or fail).
 #
 # Both kernels run the same test binaries, built from the series tree: the
 # series changes no existing test, so the old tests are the same code on
 # both sides, and the tests the series adds show what vanilla lacks. Those
 # (prog_tests files the series adds) are reported for vanilla, not compared.
+#
+# VARIANTS "vanilla anchor patched" (default "vanilla patched") runs the
+# same binaries on the anchor's kernel too (build/linux-anchor, scripts/tree.sh
+# anchor): every test's results are then printed side by side, and how many
+# of the anchor's differ from vanilla's and from patched's; that is reported,
+# never a failure (the anchor's known bugs are kept, and it splats).
 . "$(dirname "$0")/lib.sh"
 
 config=${1:-debug}
+read -r -a words <<<"${2:-vanilla patched}"
+order_variants "${words[@]}"
+[[ "${variants[*]:-}" == vanilla*patched ]] ||
+	die "the comparison needs vanilla and patched (and may add anchor), not '${2:-}'"
 # The selftests build against the patched kernel's build (vmlinux BTF).
 "$TOP/scripts/build-kernel.sh" "$config" patched
 "$TOP/scripts/build-selftests.sh" "$config" patched
-for v in vanilla patched; do
+for v in "${variants[@]}"; do
 	"$TOP/scripts/build-kernel.sh" "$config" "$v"
 	"$TOP/scripts/run-selftests.sh" "$config" "$v" sockmap patched ||
 		log "$v: selftests failed (compared below)"
@@ -22,21 +32,37 @@ for v in vanilla patched; do
 done
 added=$(git -C "$SERIES_TREE" diff --name-only --diff-filter=A base series -- \
 	tools/testing/selftests/bpf/prog_tests/ | sed 's|.*/||; s|\.c$||')
-python3 - "$BUILD/results/units-$config-vanilla" "$BUILD/results/units-$config-patched" $added <<'PY'
+python3 - "$BUILD/results/units-$config" "${variants[*]}" $added <<'PY'
 import sys
 def units(path):
     return dict(line.rstrip("\n").rsplit(": ", 1) for line in open(path))
-vanilla, patched = units(sys.argv[1]), units(sys.argv[2])
+results = {v: units(f"{sys.argv[1]}-{v}") for v in sys.argv[2].split()}
+vanilla, patched = results["vanilla"], results["patched"]
 added = set(sys.argv[3:])
 def is_new(unit):  # "test_progs: TEST/SUBTEST" or "test_progs: TEST (...)"
     return unit.split(": ", 1)[-1].replace(" ", "/").split("/")[0] in added
 old = {t: r for t, r in vanilla.items() if not is_new(t)}
+anchor = results.get("anchor")
+if anchor is not None:
+    # Every test's results side by side, "*" where they differ.
+    tests = sorted(set().union(*results.values()))
+    width = max(map(len, tests))
+    print(f"{'test':{width}}   " + " ".join(f"{v:8}" for v in results).rstrip())
+    for t in tests:
+        row = [r.get(t, "missing") for r in results.values()]
+        mark = "*" if len(set(row)) > 1 else " "
+        print(f"{t:{width}} {mark} " + " ".join(f"{x:8}" for x in row).rstrip())
 bad = [f"{t}: vanilla {r}, patched {patched.get(t, 'missing')}"
        for t, r in sorted(old.items()) if patched.get(t) != r]
 bad += [f"{t}: patched only" for t in sorted(patched) if not is_new(t) and t not in vanilla]
 print("\n".join(bad))
 for t in sorted(u for u in vanilla if is_new(u)):
     print(f"new test on vanilla: {t}: {vanilla[t]} (patched: {patched.get(t, 'missing')})")
+if anchor is not None:
+    print(f"anchor (reported, not judged): {sum(anchor.get(t) != r for t, r in old.items())} "
+          f"of the {len(old)} tests compared differ from vanilla, "
+          f"{sum(anchor.get(t) != r for t, r in patched.items())} of all {len(patched)} "
+          "from patched")
 print(f"{len(old)} tests compared, {len(bad)} differ; "
       f"{sum(is_new(t) for t in patched)} added by the series")
 sys.exit(1 if bad or not old else 0)

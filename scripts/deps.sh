@@ -19,7 +19,7 @@ pkgs=(
 	qemu-system-x86 busybox-static iproute2
 )
 # The benchmark: workloads, our BPF loader, plots.
-[ "${1:-}" != bench ] || pkgs+=(iperf3 sockperf python3-matplotlib)
+[ "${1:-}" != bench ] || pkgs+=(iperf3 sockperf redis-tools wrk python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

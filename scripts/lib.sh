@@ -6,8 +6,12 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$TOP/build}
 SERIES_TREE=$BUILD/linux            # base + patches/, the tree developers edit
 VANILLA_TREE=$BUILD/linux-vanilla   # git worktree of the base commit
+ANCHOR_TREE=$BUILD/linux-anchor     # git worktree: base + the anchor, for comparison only
 BASE_TARBALL=$TOP/../shared/base/linux-source-7.3.tar.xz
 BASE_SUMS=$TOP/../shared/base/SHA256SUMS
+# The published earlier posting of this idea (v4), ported to the pinned base:
+# applied to ANCHOR_TREE at build time, never part of patches/.
+ANCHOR_DIR=${ANCHOR_DIR:-$TOP/../shared/anchor/v4-on-7.3.4}
 JOBS=${JOBS:-$(($(nproc) + 1))}
 # What guest/init.sh prints on the console once it runs (grep pattern).
 INIT_STARTED='^vm-init \[[0-9.]*\]: started'
@@ -33,13 +37,28 @@ tree_for() {
 	case $1 in
 	vanilla) echo "$VANILLA_TREE" ;;
 	patched) echo "$SERIES_TREE" ;;
-	*) die "unknown variant '$1' (vanilla or patched)" ;;
+	anchor) echo "$ANCHOR_TREE" ;;
+	*) die "unknown variant '$1' (vanilla, patched or anchor)" ;;
 	esac
+}
+
+# order_variants WORD...: sets the array variants to the variants the WORDs
+# name, in the order vanilla, anchor, patched (the order in which boots and
+# reports list them); dies on a word that names none.
+order_variants() {
+	local v w
+	for w in "$@"; do tree_for "$w" >/dev/null; done
+	variants=()
+	for v in vanilla anchor patched; do
+		for w in "$@"; do
+			[ "$w" != "$v" ] || { variants+=("$v"); break; }
+		done
+	done
 }
 
 # Build outputs live in an immediate subdirectory of the source tree: the
 # kernel then refers to its sources as "..", so the compiler command lines
-# of both trees are identical and ccache shares objects between them.
+# of all trees are identical and ccache shares objects between them.
 out_for() { echo "$(tree_for "$1")/out-$2"; }
 
 setup_ccache() {

@@ -5,12 +5,19 @@
 #   tree.sh create   recreate build/linux from the base and patches/
 #   tree.sh ensure   create it unless it is already current
 #   tree.sh export   write the commits base..series back to patches/
+#   tree.sh anchor   create build/linux-anchor unless it is already current:
+#                    a worktree of the same repository, the base with the
+#                    published anchor (ANCHOR_DIR, default
+#                    ../shared/anchor/v4-on-7.3.4) applied on branch
+#                    "anchor", for comparison only
 #
 # LINUX_SRC selects the base: unset for the pinned Linux 7.3.4 tarball, or a
 # tarball, a plain kernel tree, or a git checkout (its HEAD is the base).
+# The anchor is ported to the pinned base: on another it may not apply.
 . "$(dirname "$0")/lib.sh"
 
 STAMP=$BUILD/.series-stamp
+ANCHOR_STAMP=$BUILD/.anchor-stamp
 
 # What the series tree is made from: the base and the patches (not the
 # cover letter, whose text changes nothing in the tree).
@@ -24,7 +31,7 @@ want_stamp() {
 import_base() {
 	local src=${LINUX_SRC:-$BASE_TARBALL}
 	# Worktrees of the old repository go with it.
-	rm -rf "$SERIES_TREE" "$VANILLA_TREE" "$BUILD/linux-bisect"
+	rm -rf "$SERIES_TREE" "$VANILLA_TREE" "$ANCHOR_TREE" "$BUILD/linux-bisect"
 	mkdir -p "$BUILD"
 	if [ -d "$src/.git" ] || git -C "$src" rev-parse --git-dir >/dev/null 2>&1 && [ -d "$src" ]; then
 		log "base: git checkout $src ($(git -C "$src" rev-parse --short HEAD))"
@@ -64,17 +71,20 @@ import_base() {
 	git -C "$SERIES_TREE" worktree add -q --detach "$VANILLA_TREE" base
 }
 
+# git am needs a committer; a machine without a git identity gets the
+# base's placeholder (authors come from the patches).
+am_committer() {
+	git -C "$SERIES_TREE" var GIT_COMMITTER_IDENT >/dev/null 2>&1 && return
+	while read -r kv; do
+		case $kv in GIT_COMMITTER_NAME=* | GIT_COMMITTER_EMAIL=*) export "${kv?}" ;; esac
+	done <<<"$GIT_BASE_ENV"
+}
+
 apply_series() {
 	local series
 	mapfile -t series < <(series_patches)
 	log "applying ${#series[@]} patches"
-	# git am needs a committer; a machine without a git identity gets
-	# the base's placeholder (authors come from the patches).
-	if ! git -C "$SERIES_TREE" var GIT_COMMITTER_IDENT >/dev/null 2>&1; then
-		while read -r kv; do
-			case $kv in GIT_COMMITTER_NAME=* | GIT_COMMITTER_EMAIL=*) export "${kv?}" ;; esac
-		done <<<"$GIT_BASE_ENV"
-	fi
+	am_committer
 	[ ${#series[@]} -eq 0 ] || git -C "$SERIES_TREE" am -q "${series[@]}"
 	git -C "$SERIES_TREE" log --oneline base..series >&2
 }
@@ -117,9 +127,60 @@ export_series() {
 	log "exported $(ls "$TOP"/patches/*.patch | wc -l) files to patches/"
 }
 
+# What the anchor tree is made from: the base commit and the anchor's
+# patches (want_anchor_stamp PATCH...).
+want_anchor_stamp() {
+	{
+		git -C "$SERIES_TREE" rev-parse base
+		cat "$@"
+	} | sha256sum | cut -d' ' -f1
+}
+
+# git_common DIR: the real path of the repository DIR belongs to (git's
+# common directory), empty if there is none.
+git_common() { (cd "$1" && realpath "$(git rev-parse --git-common-dir 2>/dev/null)") 2>/dev/null; }
+
+# The anchor tree: a worktree of the series repository, moved back to the
+# base and the anchor applied again when either changed; its build outputs
+# stay. Nobody works in it: the anchor is compared, not improved.
+anchor() {
+	local patches stamp='' head=''
+	[ -d "$SERIES_TREE/.git" ] || die "no series tree: run 'make tree' first"
+	mapfile -t patches < <(compgen -G "$ANCHOR_DIR/*.patch" | sort)
+	[ ${#patches[@]} -gt 0 ] || die "no anchor patches (*.patch) in $ANCHOR_DIR (ANCHOR_DIR)"
+	[ ! -f "$ANCHOR_STAMP" ] || { read -r stamp; read -r head; } <"$ANCHOR_STAMP"
+	# A worktree left from an earlier series tree is not one of this one's.
+	if [ "$(git_common "$ANCHOR_TREE")" = "$(git_common "$SERIES_TREE")" ]; then
+		if [ "$stamp" = "$(want_anchor_stamp "${patches[@]}")" ] &&
+			[ "$head" = "$(git -C "$ANCHOR_TREE" rev-parse HEAD)" ]; then
+			log "anchor tree is current"
+			return
+		fi
+		[ -z "$(git -C "$ANCHOR_TREE" status --porcelain)" ] ||
+			die "$ANCHOR_TREE has changes of its own: remove them or the tree"
+	else
+		rm -rf "$ANCHOR_TREE"
+		git -C "$SERIES_TREE" worktree prune
+		git -C "$SERIES_TREE" worktree add -q --detach "$ANCHOR_TREE" base
+	fi
+	git -C "$ANCHOR_TREE" checkout -q -B anchor base
+	log "anchor: applying ${#patches[@]} patches from $ANCHOR_DIR"
+	am_committer
+	if ! git -C "$ANCHOR_TREE" am -q "${patches[@]}"; then
+		git -C "$ANCHOR_TREE" am --abort
+		die "the anchor's patches ($ANCHOR_DIR) do not apply to the base of" \
+			"$SERIES_TREE ('$(git -C "$SERIES_TREE" log -1 --format=%s base)'):" \
+			"they are ported to the pinned Linux 7.3.4, not to another LINUX_SRC"
+	fi
+	git -C "$ANCHOR_TREE" log --oneline base..anchor >&2
+	{ want_anchor_stamp "${patches[@]}"; git -C "$ANCHOR_TREE" rev-parse HEAD; } >"$ANCHOR_STAMP"
+	log "anchor tree ready: $ANCHOR_TREE"
+}
+
 case ${1:-} in
 create) create ;;
 ensure) ensure ;;
 export) export_series ;;
-*) die "usage: $0 create|ensure|export" ;;
+anchor) anchor ;;
+*) die "usage: $0 create|ensure|export|anchor" ;;
 esac
