@@ -541,8 +541,8 @@ def main():
             for pipeline, requests in REDIS_REQUESTS.items():
                 n = int(requests * plan["redis_scale"])
                 for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
-                    measure("redis", system, size,
-                            lambda: redis(size, pipeline, n, cg), red, pipeline=pipeline)
+                    measure(f"redis -P{pipeline}", system, size,
+                            lambda: redis(size, pipeline, n, cg), red)
         for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
             measure("wrk", system, WRK_PAGE, lambda: wrk(plan["wrk_s"], cg), red)
         if plan["syscalls"]:

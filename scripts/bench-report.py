@@ -94,6 +94,12 @@ def fmt_change(a, b):
     return f"{(r - 1) * 100:+.1f}%" if a.n < 2 else f"{(r - 1) * 100:+.1f}% ±{sd * 100:.1f}"
 
 
+# The real servers' workloads (guest/bench.py) and their rates, which the
+# report also divides by plain TCP's in the same boot.
+SERVER_RATES = {"redis -P1": ("set_rps", "get_rps"), "redis -P16": ("set_rps", "get_rps"),
+                "wrk": ("rps",)}
+
+
 def load(d, sub="raw"):
     """The boots in DIR/SUB/*.json: raw/ must have some, icount/ may not."""
     files = sorted(glob.glob(os.path.join(d, sub, "*.json")))
@@ -102,7 +108,7 @@ def load(d, sub="raw"):
     docs = [json.load(open(f)) for f in files]
     data = defaultdict(list)  # (workload, system, size, variant, metric) -> values
     for doc in docs:
-        uds, tcp = {}, {}
+        uds, tcp, servers = {}, {}, {}
         for r in doc["records"]:
             if "refused" in r:
                 data[(r["workload"], r["system"], r["size"], doc["variant"], "refused")].append(
@@ -115,6 +121,8 @@ def load(d, sub="raw"):
                 uds[r["size"]] = r["latency_us"]
             if (r["workload"], r["system"]) == ("iperf3", "tcp"):
                 tcp[r["size"]] = r["gbit_s"]
+            if r["workload"] in SERVER_RATES and r["system"] == "tcp":
+                servers[(r["workload"], r["size"])] = r
         # Each boot's sockmap latency over its Unix socket latency, measured
         # right after it: the series does not touch Unix sockets, so this
         # takes out how fast the host ran the guest at the time.
@@ -128,6 +136,12 @@ def load(d, sub="raw"):
                     and tcp.get(r["size"])):
                 data[("iperf3", "sockmap", r["size"], doc["variant"], "per_tcp")].append(
                     r["gbit_s"] / tcp[r["size"]])
+            plain = servers.get((r["workload"], r["size"]))
+            if plain and r["system"] == "sockmap":
+                for m in SERVER_RATES[r["workload"]]:
+                    if r.get(m) and plain.get(m):
+                        data[(r["workload"], "sockmap", r["size"], doc["variant"],
+                              m + "_per_tcp")].append(r[m] / plain[m])
     return docs, data
 
 
@@ -348,6 +362,35 @@ def main():
               *per_kernel("{v}", "bench", "bench-sockmap", "rcv_mb_s"),
               *per_pair("ratio{vs}", "bench", "bench-sockmap", "rcv_mb_s"),
           ])
+    for pipeline in (1, 16):
+        workload = f"redis -P{pipeline}"
+        if not sizes(workload):
+            continue
+        table(f"Real server: redis-benchmark -P {pipeline} (4 clients, SET and GET of one "
+              "key, value SIZE), requests/s", workload, sizes(workload), [
+                  *[row for op in ("set", "get") for row in (
+                      *per_kernel(f"{{v}} sockmap {op.upper()}", workload, "sockmap",
+                                  f"{op}_rps"),
+                      *per_pair(f"{op.upper()} ratio {{b}}/{{a}}", workload, "sockmap",
+                                f"{op}_rps"),
+                      *per_pair(f"{op.upper()} ratio of sockmap / TCP, same boot, {{b}}/{{a}}",
+                                workload, "sockmap", f"{op}_rps_per_tcp"),
+                  )],
+                  *per_kernel("{v} TCP GET", workload, "tcp", "get_rps"),
+                  *per_kernel("{v} sockmap GET p50 ms", workload, "sockmap", "get_p50_ms"),
+                  *per_kernel("{v} sockmap GET p99 ms", workload, "sockmap", "get_p99_ms"),
+              ])
+    if sizes("wrk"):
+        table("Real server: wrk against nginx (1 thread, 4 connections, a SIZE page, "
+              "sendfile on), requests/s", "wrk", sizes("wrk"), [
+                  *per_kernel("{v} sockmap", "wrk", "sockmap", "rps"),
+                  *per_pair("ratio {b}/{a}", "wrk", "sockmap", "rps"),
+                  *per_pair("ratio of sockmap / TCP, same boot, {b}/{a}", "wrk", "sockmap",
+                            "rps_per_tcp"),
+                  *per_kernel("{v} TCP", "wrk", "tcp", "rps"),
+                  *per_kernel("{v} sockmap p50 ms", "wrk", "sockmap", "p50_ms"),
+                  *per_kernel("{v} sockmap p99 ms", "wrk", "sockmap", "p99_ms"),
+              ])
     flows = first["plan"]["flows"]
     w(f"## Many flows: {flows} TCP connections, 64-byte request/response, transactions/s\n")
     w("| system | " + " | ".join(present + [f"change{versus(a, b)}" for a, b in pairs]) + " |")
@@ -391,6 +434,17 @@ def main():
                                                              "sockmap", "patched", "gbit_s",
                                                              stat=istat)),
               ])
+
+        for workload, metric, what in (("redis -P1", "get_rps", "redis-benchmark -P 1 GET"),
+                                       ("wrk", "rps", "wrk against nginx")):
+            isizes = sorted({k[2] for k in icdata if k[0] == workload})
+            if isizes:
+                table(f"Instruction-counted: {what}, requests per 10^9 instructions",
+                      workload, isizes, [
+                          *per_kernel("{v} sockmap", workload, "sockmap", metric, istat),
+                          *per_pair("ratio {b}/{a}", workload, "sockmap", metric, stat=istat),
+                          *per_kernel("{v} TCP", workload, "tcp", metric, istat),
+                      ])
 
         if any(k[0] == "syscall" for k in icdata):
             w("## Instruction-counted system calls: pingpong solo, 64 B\n")
@@ -496,7 +550,14 @@ def main():
                             r >= 1 - max(sd, 0.01))
             target(f"many-flow ({system}): no measurable cost", cost)
     w("")
-    w("Plots: [throughput.png](throughput.png), [latency.png](latency.png). "
+    # The real servers' plot: one group of bars per measure that every
+    # kernel has.
+    servers = [(" ".join(filter(None, (wl, m[:-4].upper(), size_label(s)))), wl, s,
+                m + "_per_tcp")
+               for wl, metrics in SERVER_RATES.items() for m in metrics for s in sizes(wl)
+               if all(data.get((wl, "sockmap", s, v, m + "_per_tcp")) for v in present)]
+    w("Plots: [throughput.png](throughput.png), [latency.png](latency.png)"
+      + (", [servers.png](servers.png)" if servers else "") + ". "
       "Raw data, one file per boot: [raw/](raw/)"
       + (", [icount/](icount/)." if icdocs else "."))
 
@@ -505,10 +566,10 @@ def main():
     text = "\n".join(out) + "\n"
     open(os.path.join(d, "report.md"), "w").write(text)
     print(text)
-    plots(d, stat, ts, ls, present)
+    plots(d, stat, ts, ls, present, servers)
 
 
-def plots(d, stat, ts, ls, present):
+def plots(d, stat, ts, ls, present, servers):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -557,6 +618,26 @@ def plots(d, stat, ts, ls, present):
         *per_kernel("TCP", "sockperf", "tcp", "latency_us", marker="s", linestyle="--"),
         *per_kernel("UDS", "pingpong", "uds", "latency_us", marker="^", linestyle=":"),
     ])
+    if not servers:
+        return
+    # Each kernel's sockmap rate over plain TCP's in the same boot.
+    groups = servers
+    fig, ax = plt.subplots(figsize=(max(8, len(groups) * 1.2), 5))
+    width = 0.8 / len(present)
+    for i, v in enumerate(present):
+        sts = [stat(w, "sockmap", s, v, m) for _, w, s, m in groups]
+        ax.bar([g + (i - (len(present) - 1) / 2) * width for g in range(len(groups))],
+               [st.mean for st in sts], width, yerr=[st.sd for st in sts], capsize=3,
+               label=v, color=color[v])
+    ax.axhline(1, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(groups)), [g[0] for g in groups], rotation=30, ha="right")
+    ax.set_ylabel("sockmap requests/s over plain TCP's, same boot")
+    ax.set_title("real servers: redis-benchmark, wrk + nginx" + note)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "servers.png"), dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
