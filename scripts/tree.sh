@@ -19,13 +19,22 @@
 STAMP=$BUILD/.series-stamp
 ANCHOR_STAMP=$BUILD/.anchor-stamp
 
-# What the series tree is made from: the base and the patches (not the
-# cover letter, whose text changes nothing in the tree).
-want_stamp() {
+# What the series tree is made from, as the stamp records it: the base (its
+# real path, and its commit if it is a git checkout), then the patches (not
+# the cover letter, whose text changes nothing in the tree), then the tree's
+# HEAD once they are applied.
+want_base() {
+	local src=${LINUX_SRC:-$BASE_TARBALL}
 	{
-		echo "base=${LINUX_SRC:-$BASE_TARBALL}"
-		series_patches | while read -r f; do cat "$f"; done
+		realpath -m "$src"
+		[ ! -d "$src/.git" ] || git -C "$src" rev-parse HEAD
 	} | sha256sum | cut -d' ' -f1
+}
+want_patches() {
+	series_patches | while read -r f; do cat "$f"; done | sha256sum | cut -d' ' -f1
+}
+write_stamp() {
+	{ want_base; want_patches; git -C "$SERIES_TREE" rev-parse HEAD; } >"$STAMP"
 }
 
 import_base() {
@@ -92,22 +101,31 @@ apply_series() {
 create() {
 	import_base
 	apply_series
-	{ want_stamp; git -C "$SERIES_TREE" rev-parse HEAD; } >"$STAMP"
+	write_stamp
 	log "series tree ready: $SERIES_TREE"
 }
 
+# The tree is current, or made so: patches/ applied again on the same base
+# in place (only the files the series touches change, so the build outputs
+# stay and builds remain incremental), or the whole tree made anew for
+# another base.
 ensure() {
-	if [ -f "$STAMP" ] && [ -d "$SERIES_TREE/.git" ]; then
-		local stamp head
-		{ read -r stamp; read -r head; } <"$STAMP"
-		[ "$stamp" = "$(want_stamp)" ] && { log "series tree is current"; return; }
-		# patches/ changed. Recreating is safe only if nobody worked in the tree.
-		if [ "$(git -C "$SERIES_TREE" rev-parse HEAD)" != "$head" ] ||
-			[ -n "$(git -C "$SERIES_TREE" status --porcelain)" ]; then
-			die "patches/ changed and $SERIES_TREE has work of its own: export it or remove the tree"
-		fi
+	local base='' patches='' head=''
+	[ ! -f "$STAMP" ] || { read -r base; read -r patches; read -r head; } <"$STAMP"
+	if [ -z "$head" ] || [ ! -d "$SERIES_TREE/.git" ] || [ "$base" != "$(want_base)" ]; then
+		create
+		return
 	fi
-	create
+	[ "$patches" != "$(want_patches)" ] || { log "series tree is current"; return; }
+	# Applying them again is safe only if nobody worked in the tree.
+	if [ "$(git -C "$SERIES_TREE" rev-parse HEAD)" != "$head" ] ||
+		[ -n "$(git -C "$SERIES_TREE" status --porcelain)" ]; then
+		die "patches/ changed and $SERIES_TREE has work of its own: export it or remove the tree"
+	fi
+	log "patches/ changed: applying them again on the base"
+	git -C "$SERIES_TREE" checkout -q -B series base
+	apply_series
+	write_stamp
 }
 
 export_series() {
@@ -123,7 +141,7 @@ export_series() {
 	rm -f "$TOP"/patches/*.patch
 	mv "$tmp"/*.patch "$TOP/patches/"
 	rmdir "$tmp"
-	{ want_stamp; git -C "$SERIES_TREE" rev-parse HEAD; } >"$STAMP"
+	write_stamp
 	log "exported $(ls "$TOP"/patches/*.patch | wc -l) files to patches/"
 }
 
