@@ -48,9 +48,10 @@ tests: deps tree
 ##                vanilla and the patched kernel (CONFIG=debug): the tests
 ##                both have must give the same results; VARIANTS="vanilla
 ##                anchor patched": on the anchor's kernel too, its results
-##                side by side with theirs, reported, not judged
+##                side by side with theirs, reported, not judged; SUITE=all:
+##                the whole of test_progs, as BPF CI runs it
 compare: deps tree
-	$(S)/compare-selftests.sh $(CONFIG) $(if $(VARIANTS),"$(VARIANTS)")
+	$(S)/compare-selftests.sh $(CONFIG) "$(or $(VARIANTS),vanilla patched)" $(or $(SUITE),sockmap)
 
 ## check-all      the whole of test_progs on CONFIG/VARIANT
 check-all: deps tree

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run the sockmap selftests on the vanilla and on the patched kernel
-# (compare-selftests.sh [CONFIG [VARIANTS]], CONFIG default debug) and check
-# that they give the same results (pass, skip or fail).
+# (compare-selftests.sh [CONFIG [VARIANTS [SUITE]]], CONFIG default debug)
+# and check that they give the same results (pass, skip or fail). SUITE all:
+# the whole of test_progs instead, as BPF CI runs it (see
+# guest/run-selftests.sh).
 #
 # Both kernels run the same test binaries, built from the series tree: the
 # series changes no existing test, so the old tests are the same code on
@@ -16,6 +18,7 @@
 . "$(dirname "$0")/lib.sh"
 
 config=${1:-debug}
+suite=${3:-sockmap}
 read -r -a words <<<"${2:-vanilla patched}"
 order_variants "${words[@]}"
 [[ "${variants[*]:-}" == vanilla*patched ]] ||
@@ -25,14 +28,14 @@ order_variants "${words[@]}"
 "$TOP/scripts/build-selftests.sh" "$config" patched
 for v in "${variants[@]}"; do
 	"$TOP/scripts/build-kernel.sh" "$config" "$v"
-	"$TOP/scripts/run-selftests.sh" "$config" "$v" sockmap patched ||
+	"$TOP/scripts/run-selftests.sh" "$config" "$v" "$suite" patched ||
 		log "$v: selftests failed (compared below)"
-	"$TOP/scripts/selftests-summary.py" --list "$BUILD/results/selftests-$config-$v-sockmap" \
-		>"$BUILD/results/units-$config-$v" || true
+	"$TOP/scripts/selftests-summary.py" --list "$BUILD/results/selftests-$config-$v-$suite" \
+		>"$BUILD/results/units-$config-$suite-$v" || true
 done
 added=$(git -C "$SERIES_TREE" diff --name-only --diff-filter=A base series -- \
 	tools/testing/selftests/bpf/prog_tests/ | sed 's|.*/||; s|\.c$||')
-python3 - "$BUILD/results/units-$config" "${variants[*]}" $added <<'PY'
+python3 - "$BUILD/results/units-$config-$suite" "${variants[*]}" $added <<'PY'
 import sys
 def units(path):
     return dict(line.rstrip("\n").rsplit(": ", 1) for line in open(path))
