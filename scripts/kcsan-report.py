@@ -26,7 +26,9 @@ import sys
 
 FRAMES = 4  # frames of each access that are looked at
 TITLE = re.compile(r"BUG: KCSAN: (.*)$")
-ACCESS = re.compile(r"(read|write|read-write|race at unknown origin).* by (task|interrupt)")
+# An access line: "read to ...", "write (marked) to ...", "assert no accesses
+# to ..." (ASSERT_EXCLUSIVE_*()), "race at unknown origin, with read to ...".
+ACCESS = re.compile(r"(read|write|read-write|assert|race at unknown origin).* by (task|interrupt)")
 FRAME = re.compile(r"^\s*(?:\[[ \d.]+\]\s*)?([A-Za-z_][\w.]*\+0x[0-9a-f]+/0x[0-9a-f]+)")
 # A function definition's first line: at column 0, a name then "(".
 DEF = re.compile(r"^[A-Za-z_].*?\b([A-Za-z_]\w*)\s*\(")
