@@ -50,8 +50,7 @@ done
 rm -f /tmp/checkpatch.$$
 
 # (A worktree left from an earlier series tree is not one of this one's.)
-common() { (cd "$1" && realpath "$(git rev-parse --git-common-dir 2>/dev/null)") 2>/dev/null; }
-if [ "$(common "$tree")" != "$(common "$SERIES_TREE")" ]; then
+if [ "$(git_common "$tree")" != "$(git_common "$SERIES_TREE")" ]; then
 	rm -rf "$tree"
 	git -C "$SERIES_TREE" worktree prune
 	git -C "$SERIES_TREE" worktree add -q --detach "$tree" base
@@ -92,23 +91,21 @@ warnings() {
 # selftests COMMIT SUBJECT: boot COMMIT's bench kernel (just built) and run
 # the sockmap selftests in it; results in build/results/series-check/N-*.
 selftests() {
-	local tests=$SERIES_TREE/out-debug/selftests list
+	local tests=$SERIES_TREE/out-debug/selftests skip=''
 	local results
 	results=$BUILD/results/series-check/$(git -C "$SERIES_TREE" rev-list --count "base..$1")-$(
 		git -C "$SERIES_TREE" log -1 --format=%f "$1")
-	# The guest's default list, less the test the series adds until it is there.
-	list=sockmap_basic,sockmap_redir,sockmap_listen,sockmap_ktls,sockmap_strp
-	if git -C "$SERIES_TREE" cat-file -e \
-		"$1:tools/testing/selftests/bpf/prog_tests/sockmap_ingress_cork.c" 2>/dev/null; then
-		list+=,sockmap_ingress_cork
-	fi
+	# The guest's list, less the test the series adds until it is there.
+	git -C "$SERIES_TREE" cat-file -e \
+		"$1:tools/testing/selftests/bpf/prog_tests/sockmap_ingress_cork.c" 2>/dev/null ||
+		skip=sockmap_ingress_cork
 	rm -rf "$results"
 	mkdir -p "$results"
 	log "selftests on: $2"
 	# The guest's init passes NAME=VALUE words of the command line on
-	# as environment variables: SOCKMAP_TESTS reaches guest/run-selftests.sh.
+	# as environment variables: SOCKMAP_SKIP reaches guest/run-selftests.sh.
 	"$TOP/scripts/vm-run.sh" --kernel "$out/arch/x86/boot/bzImage" --results "$results" \
-		--timeout 3600 --append "slab_nomerge SOCKMAP_TESTS=$list" -- \
+		--timeout 3600 --append "slab_nomerge${skip:+ SOCKMAP_SKIP=$skip}" -- \
 		"$TOP/guest/run-selftests.sh" "$tests" "$results" sockmap >/dev/null 2>&1
 	if "$TOP/scripts/selftests-summary.py" "$results" >"$results/summary" 2>&1; then
 		echo "ok   sockmap selftests ($(tail -1 "$results/summary")): $2"

@@ -61,6 +61,10 @@ order_variants() {
 # of all trees are identical and ccache shares objects between them.
 out_for() { echo "$(tree_for "$1")/out-$2"; }
 
+# git_common DIR: the real path of the repository DIR belongs to (git's
+# common directory), empty if there is none.
+git_common() { (cd "$1" && realpath "$(git rev-parse --git-common-dir 2>/dev/null)") 2>/dev/null; }
+
 setup_ccache() {
 	export CCACHE_BASEDIR=$BUILD CCACHE_NOHASHDIR=1
 	export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}

@@ -154,10 +154,6 @@ want_anchor_stamp() {
 	} | sha256sum | cut -d' ' -f1
 }
 
-# git_common DIR: the real path of the repository DIR belongs to (git's
-# common directory), empty if there is none.
-git_common() { (cd "$1" && realpath "$(git rev-parse --git-common-dir 2>/dev/null)") 2>/dev/null; }
-
 # The anchor tree: a worktree of the series repository, moved back to the
 # base and the anchor applied again when either changed; its build outputs
 # stay. Nobody works in it: the anchor is compared, not improved.

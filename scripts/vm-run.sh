@@ -128,7 +128,7 @@ cmdline="console=ttyS0 root=/dev/root rootfstype=9p rootflags=$ninep,cache=loose
 cmdline+=" init=$init acpi=noirq panic=-1 loglevel=4 log_buf_len=16M"
 [ -z "$icount" ] || cmdline+=" nohz=off"
 # A kernel with KCSAN's own test suite (config/kcsan.config) runs it while
-# booting (a few minutes): every run on it shows that the detector catches
+# booting (under a minute): every run on it shows that the detector catches
 # races on this machine (scripts/kcsan-report.py checks the suite's result).
 if grep -qsx 'CONFIG_KCSAN_KUNIT_TEST=y' "$(dirname "$kernel")/../../../.config"; then
 	cmdline+=" kunit.enable=1 kunit.filter_glob=kcsan"
