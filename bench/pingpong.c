@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Request/response over TCP or Unix stream sockets.
+ * Request/response and streams over TCP or Unix stream sockets.
  *
  *   pingpong server ADDR [FLOWS]
  *   pingpong client ADDR SIZE SECONDS [FLOWS]
@@ -27,6 +27,24 @@
  * call costs on the path. One JSON line:
  *   {"size": S, "count": N, "bytes": 2*S*N, "send_ns": .., "recv_ns": ..}
  * (means over both directions).
+ *
+ *   pingpong sink ADDR
+ *   pingpong stream ADDR SIZE SECONDS
+ *
+ * A stream to a reader that keeps up. "sink" prints "listening", accepts one
+ * connection and reads it to EOF with blocking 64 KiB read()s, as fast as
+ * data comes, checking every byte against what "stream" sends (byte N of the
+ * stream is N % 251: a byte lost, repeated or out of order breaks the
+ * pattern); "stream" connects and writes SIZE bytes at a time with blocking
+ * write()s for SECONDS, then closes. Each prints one JSON line:
+ *   sink:   {"bytes": N, "seconds": T, "wakeups": W, "cpu_s": C, "bad_at": B}
+ *   stream: {"bytes": N, "seconds": T, "cpu_s": C}
+ * seconds: from accept() to EOF for the reader; wakeups: the reader's
+ * voluntary context switches meanwhile (each one a sleep for data ended by
+ * a wake-up); cpu_s: user and system time; bad_at: the offset of the first
+ * wrong byte, or -1. The sink reads to EOF either way, and exits with 1 if a
+ * byte was wrong. Bytes missing at the end show as fewer bytes read than
+ * written.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,12 +57,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_SIZE (1 << 20)
+#define STREAM_READ (64 * 1024)
+#define PATTERN 251
 
 static void die(const char *what)
 {
@@ -366,6 +387,102 @@ static int solo(const char *addr, long size, long count)
 	return 0;
 }
 
+/* The stream's bytes from any offset: byte N is N % PATTERN. */
+static char *pattern(void)
+{
+	char *pat = malloc(PATTERN + MAX_SIZE);
+
+	if (!pat)
+		die("malloc");
+	for (long i = 0; i < PATTERN + MAX_SIZE; i++)
+		pat[i] = i % PATTERN;
+	return pat;
+}
+
+static double cpu_s(const struct rusage *a, const struct rusage *b)
+{
+	return b->ru_utime.tv_sec - a->ru_utime.tv_sec + b->ru_stime.tv_sec -
+	       a->ru_stime.tv_sec + (b->ru_utime.tv_usec - a->ru_utime.tv_usec +
+				     b->ru_stime.tv_usec - a->ru_stime.tv_usec) / 1e6;
+}
+
+static int sink(const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	struct rusage r0, r1;
+	char *pat = pattern(), *buf = malloc(STREAM_READ);
+	unsigned long long bytes = 0;
+	long long bad_at = -1;
+	uint64_t start;
+	int lfd, fd;
+
+	if (!buf)
+		die("malloc");
+	lfd = listen_on(addr, &ss, &len, 1);
+	printf("listening\n");
+	fflush(stdout);
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		die("accept");
+	start = now_ns();
+	getrusage(RUSAGE_SELF, &r0);
+	for (;;) {
+		ssize_t got = read(fd, buf, STREAM_READ);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			die("read");
+		if (!got)
+			break;
+		if (bad_at < 0 && memcmp(buf, pat + bytes % PATTERN, got)) {
+			fprintf(stderr, "pingpong: sink: wrong data within bytes %llu-%llu\n",
+				bytes, bytes + got - 1);
+			bad_at = bytes;
+		}
+		bytes += got;
+	}
+	getrusage(RUSAGE_SELF, &r1);
+	printf("{\"bytes\": %llu, \"seconds\": %.6f, \"wakeups\": %ld, \"cpu_s\": %.3f, "
+	       "\"bad_at\": %lld}\n", bytes, (now_ns() - start) / 1e9,
+	       r1.ru_nvcsw - r0.ru_nvcsw, cpu_s(&r0, &r1), bad_at);
+	close(fd);
+	close(lfd);
+	if (ss.ss_family == AF_UNIX)
+		unlink(addr);
+	return bad_at >= 0;
+}
+
+static int stream(const char *addr, long size, double seconds)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = parse_addr(addr, &ss);
+	struct rusage r0, r1;
+	char *pat = pattern();
+	unsigned long long bytes = 0;
+	uint64_t start, deadline;
+	int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len))
+		die("connect");
+	getrusage(RUSAGE_SELF, &r0);
+	start = now_ns();
+	deadline = start + (uint64_t)(seconds * 1e9);
+	do {
+		/* Checking the clock every 64 writes or so costs little. */
+		for (int i = 0; i < 64; i++) {
+			write_all(fd, pat + bytes % PATTERN, size);
+			bytes += size;
+		}
+	} while (now_ns() < deadline);
+	close(fd);
+	getrusage(RUSAGE_SELF, &r1);
+	printf("{\"bytes\": %llu, \"seconds\": %.6f, \"cpu_s\": %.3f}\n", bytes,
+	       (now_ns() - start) / 1e9, cpu_s(&r0, &r1));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && argc <= 4 && !strcmp(argv[1], "server"))
@@ -390,8 +507,22 @@ int main(int argc, char **argv)
 		}
 		return solo(argv[2], size, count);
 	}
+	if (argc == 3 && !strcmp(argv[1], "sink"))
+		return sink(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "stream")) {
+		long size = atol(argv[3]);
+		double seconds = atof(argv[4]);
+
+		if (size < 1 || size > MAX_SIZE || seconds <= 0) {
+			fprintf(stderr, "pingpong: want 1 <= SIZE <= %d, SECONDS > 0\n", MAX_SIZE);
+			return 2;
+		}
+		return stream(argv[2], size, seconds);
+	}
 	fprintf(stderr, "usage: pingpong server ADDR [FLOWS]\n"
 			"       pingpong client ADDR SIZE SECONDS [FLOWS]\n"
-			"       pingpong solo ADDR SIZE COUNT\n");
+			"       pingpong solo ADDR SIZE COUNT\n"
+			"       pingpong sink ADDR\n"
+			"       pingpong stream ADDR SIZE SECONDS\n");
 	return 2;
 }

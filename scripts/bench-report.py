@@ -119,8 +119,8 @@ def load(d, sub="raw"):
                     data[(r["workload"], r["system"], r["size"], doc["variant"], k)].append(v)
             if (r["workload"], r["system"]) == ("pingpong", "uds"):
                 uds[r["size"]] = r["latency_us"]
-            if (r["workload"], r["system"]) == ("iperf3", "tcp"):
-                tcp[r["size"]] = r["gbit_s"]
+            if r["workload"] in ("iperf3", "stream") and r["system"] == "tcp":
+                tcp[(r["workload"], r["size"])] = r["gbit_s"]
             if r["workload"] in SERVER_RATES and r["system"] == "tcp":
                 servers[(r["workload"], r["size"])] = r
         # Each boot's sockmap latency over its Unix socket latency, measured
@@ -132,10 +132,10 @@ def load(d, sub="raw"):
             if (r["workload"], r["system"]) == ("sockperf", "sockmap") and r["size"] in uds:
                 data[("sockperf", "sockmap", r["size"], doc["variant"], "per_uds")].append(
                     r["latency_us"] / uds[r["size"]])
-            if ((r["workload"], r["system"]) == ("iperf3", "sockmap") and "gbit_s" in r
-                    and tcp.get(r["size"])):
-                data[("iperf3", "sockmap", r["size"], doc["variant"], "per_tcp")].append(
-                    r["gbit_s"] / tcp[r["size"]])
+            if (r["system"] == "sockmap" and "gbit_s" in r
+                    and tcp.get((r["workload"], r["size"]))):
+                data[(r["workload"], "sockmap", r["size"], doc["variant"], "per_tcp")].append(
+                    r["gbit_s"] / tcp[(r["workload"], r["size"])])
             plain = servers.get((r["workload"], r["size"]))
             if plain and r["system"] == "sockmap":
                 for m in SERVER_RATES[r["workload"]]:
@@ -236,6 +236,12 @@ def main():
           "behaviour; on patched they fail the run), shown as \"refused\" below: " + "; ".join(
               f"{doc['variant']} {doc['mode']} boot {doc['rep']}: {r['workload']} "
               f"{r['system']} {size_label(r['size'])}: {r['refused']}" for doc, r in refusals))
+    lost = [(doc, r) for doc in docs + icdocs for r in doc["records"] if "data_lost" in r]
+    if lost:
+        w("- **Data lost** (kept for vanilla and the anchor as those kernels' own behaviour, "
+          "with the rest of the measurement; on patched it fails the run): " + "; ".join(
+              f"{doc['variant']} {doc['mode']} boot {doc['rep']}: {r['workload']} "
+              f"{r['system']} {size_label(r['size'])}: {r['data_lost']}" for doc, r in lost))
     early = [doc for doc in docs + icdocs if doc.get("early_death")]
     if early:
         w("- Booted again after dying before init started (no measurement lost or "
@@ -344,6 +350,22 @@ def main():
         *per_pair("ratio {b}/{a}", "iperf3", "sockmap", "cpu_s_per_gb"),
         ("TCP CPU s/GB (patched)", cell_stat("iperf3", "tcp", "patched", "cpu_s_per_gb")),
     ])
+    ss = sizes("stream")
+    if ss:
+        table("Stream to a reader that keeps up: SIZE-byte blocking writes, blocking 64 KiB "
+              "reads, every byte checked (bench/pingpong stream), Gbit/s, receiver "
+              "wake-ups per MB", "stream", ss, [
+                  *per_kernel("{v} sockmap", "stream", "sockmap", "gbit_s"),
+                  *per_pair("ratio {b}/{a}", "stream", "sockmap", "gbit_s"),
+                  *per_pair("ratio of sockmap / TCP, same boot, {b}/{a}", "stream",
+                            "sockmap", "per_tcp"),
+                  *per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
+                  *per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb"),
+                  *per_pair("wake-ups ratio {b}/{a}", "stream", "sockmap", "wakeups_per_mb"),
+                  ("TCP wake-ups/MB (patched)",
+                   cell_stat("stream", "tcp", "patched", "wakeups_per_mb")),
+                  *per_kernel("{v} CPU s/GB", "stream", "sockmap", "cpu_s_per_gb"),
+              ])
     ls = sizes("sockperf")
     table("Latency: sockperf ping-pong --tcp, average one-way us (RTT/2)", "sockperf", ls, [
         *per_kernel("{v} sockmap", "sockperf", "sockmap", "latency_us"),
@@ -366,7 +388,8 @@ def main():
         workload = f"redis -P{pipeline}"
         if not sizes(workload):
             continue
-        table(f"Real server: redis-benchmark -P {pipeline} (4 clients, SET and GET of one "
+        table(f"Real server: redis-benchmark -P {pipeline} "
+              f"({first['plan'].get('redis_clients', 4)} clients, SET and GET of one "
               "key, value SIZE), requests/s", workload, sizes(workload), [
                   *[row for op in ("set", "get") for row in (
                       *per_kernel(f"{{v}} sockmap {op.upper()}", workload, "sockmap",
@@ -435,8 +458,24 @@ def main():
                                                              stat=istat)),
               ])
 
-        for workload, metric, what in (("redis -P1", "get_rps", "redis-benchmark -P 1 GET"),
-                                       ("wrk", "rps", "wrk against nginx")):
+        ic = icdocs[0]["plan"].get("redis_clients", 4)
+        ic = f"{ic} client{'s' if ic > 1 else ''}"
+        iss = sorted({k[2] for k in icdata if k[0] == "stream"})
+        if iss:
+            table("Instruction-counted stream to a reader that keeps up (bench/pingpong "
+                  "stream), Gbit/s (bits per 10^9 instructions) and receiver wake-ups per MB",
+                  "stream", iss, [
+                      *per_kernel("{v} sockmap", "stream", "sockmap", "gbit_s", istat),
+                      *per_pair("ratio {b}/{a}", "stream", "sockmap", "gbit_s", stat=istat),
+                      *per_kernel("{v} TCP", "stream", "tcp", "gbit_s", istat),
+                      *per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb",
+                                  istat),
+                  ])
+        for workload, metric, what in (
+                ("redis -P1", "set_rps", f"redis-benchmark -P 1 SET ({ic})"),
+                ("redis -P1", "get_rps", f"redis-benchmark -P 1 GET ({ic})"),
+                ("redis -P16", "get_rps", f"redis-benchmark -P 16 GET ({ic})"),
+                ("wrk", "rps", "wrk against nginx")):
             isizes = sorted({k[2] for k in icdata if k[0] == workload})
             if isizes:
                 table(f"Instruction-counted: {what}, requests per 10^9 instructions",
@@ -566,10 +605,10 @@ def main():
     text = "\n".join(out) + "\n"
     open(os.path.join(d, "report.md"), "w").write(text)
     print(text)
-    plots(d, stat, ts, ls, present, servers)
+    plots(d, stat, ts, ss, ls, present, servers)
 
 
-def plots(d, stat, ts, ls, present, servers):
+def plots(d, stat, ts, ss, ls, present, servers):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -613,6 +652,16 @@ def plots(d, stat, ts, ls, present, servers):
         *per_kernel("sockmap", "iperf3", "sockmap", "gbit_s", marker="o"),
         *per_kernel("TCP", "iperf3", "tcp", "gbit_s", marker="s", linestyle="--"),
     ])
+    if ss:
+        plot("stream.png", "stream to a reader that keeps up", "Gbit/s", ss, [
+            *per_kernel("sockmap", "stream", "sockmap", "gbit_s", marker="o"),
+            *per_kernel("TCP", "stream", "tcp", "gbit_s", marker="s", linestyle="--"),
+        ])
+        plot("stream-wakeups.png", "stream: receiver wake-ups per MB", "wake-ups/MB", ss, [
+            *per_kernel("sockmap", "stream", "sockmap", "wakeups_per_mb", marker="o"),
+            *per_kernel("TCP", "stream", "tcp", "wakeups_per_mb", marker="s",
+                        linestyle="--"),
+        ])
     plot("latency.png", "ping-pong latency (RTT/2)", "us", ls, [
         *per_kernel("sockmap", "sockperf", "sockmap", "latency_us", marker="o"),
         *per_kernel("TCP", "sockperf", "tcp", "latency_us", marker="s", linestyle="--"),
