@@ -98,6 +98,11 @@ class SendRefused(BenchError):
     unpatched kernel's own behaviour, recorded for it (see main())."""
 
 
+class Stalled(SendRefused):
+    """A writer made no progress for a minute: recorded as a refused
+    measurement for vanilla and the anchor, a failure for the series."""
+
+
 class DataLost(BenchError):
     """The reader of a stream got fewer bytes than were written, or wrong
     ones: recorded for vanilla and the anchor with the rest of the
@@ -294,17 +299,30 @@ def stream(tools, size, seconds, cg):
     addr = f"{HOST}:{next_port()}"
     srv = spawn(pinned(RECEIVER_CPU, tools + "/pingpong", "sink", addr), cg,
                 stdout=subprocess.PIPE)
+    cli = None
     try:
         if srv.stdout.readline() != "listening\n":
             raise BenchError("pingpong sink did not start")
         cli = spawn(pinned(SENDER_CPU, tools + "/pingpong", "stream", addr, str(size),
                            str(seconds)), cg, stdout=subprocess.PIPE)
-        wout = cli.stdout.read()
-        finish(cli, "pingpong stream", seconds + 120)
-        rout = srv.stdout.read()
-        rc, _ = reap(srv, 120)  # 1: a wrong byte, which bad_at tells
+        try:
+            wout, _ = cli.communicate(timeout=seconds + 60)
+        except subprocess.TimeoutExpired:
+            kill(cli)
+            raise Stalled(f"stream -l {size}: the writer had not finished {seconds + 60}s "
+                          f"into its {seconds}s")
+        if cli.returncode:
+            raise BenchError(f"pingpong stream exited with {cli.returncode}")
+        try:
+            rout, _ = srv.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise Stalled(f"stream -l {size}: the reader saw no EOF 60s after the writer "
+                          "closed")
+        rc = srv.returncode  # 1: a wrong byte, which bad_at tells
     finally:
         kill(srv)
+        if cli:
+            kill(cli)
     w, r = json.loads(wout), json.loads(rout)
     if rc not in (0, 1) or (rc == 1) != (r["bad_at"] >= 0):
         raise BenchError(f"pingpong sink exited with {rc}: {rout}")

@@ -232,8 +232,9 @@ def main():
     if refusals:
         kept = ("vanilla and the anchor, those kernels' own" if "anchor" in kernels
                 else "vanilla, the unpatched kernel's own")
-        w(f"- **Writes the kernel refused** (kept for {kept} "
-          "behaviour; on patched they fail the run), shown as \"refused\" below: " + "; ".join(
+        w(f"- **Measurements the kernel failed**: a write refused, or a stream that stalled "
+          f"(kept for {kept} behaviour; on patched they fail the run), shown as "
+          "\"refused\" below: " + "; ".join(
               f"{doc['variant']} {doc['mode']} boot {doc['rep']}: {r['workload']} "
               f"{r['system']} {size_label(r['size'])}: {r['refused']}" for doc, r in refusals))
     lost = [(doc, r) for doc in docs + icdocs for r in doc["records"] if "data_lost" in r]
