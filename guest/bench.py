@@ -304,15 +304,18 @@ def stream(tools, size, seconds, cg):
         if srv.stdout.readline() != "listening\n":
             raise BenchError("pingpong sink did not start")
         cli = spawn(pinned(SENDER_CPU, tools + "/pingpong", "stream", addr, str(size),
-                           str(seconds)), cg, stdout=subprocess.PIPE)
+                           str(seconds)), cg, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            wout, _ = cli.communicate(timeout=seconds + 60)
+            wout, werr = cli.communicate(timeout=seconds + 60)
         except subprocess.TimeoutExpired:
             kill(cli)
             raise Stalled(f"stream -l {size}: the writer had not finished {seconds + 60}s "
                           f"into its {seconds}s")
         if cli.returncode:
-            raise BenchError(f"pingpong stream exited with {cli.returncode}")
+            # Vanilla fails a write with ENOMEM when the receiver is out of
+            # receive memory, as with iperf3.
+            raise (SendRefused if "pingpong: write:" in werr else BenchError)(
+                f"pingpong stream -l {size} exited with {cli.returncode}: {werr.strip()}")
         try:
             rout, _ = srv.communicate(timeout=60)
         except subprocess.TimeoutExpired:
