@@ -158,7 +158,10 @@ def kill(p):
     """Kills and reaps p unless it was reaped already."""
     if p.returncode is None:
         p.kill()
-        os.wait4(p.pid, 0)
+        try:
+            os.wait4(p.pid, 0)
+        except ChildProcessError:  # reaped already (subprocess's own wait)
+            pass
         p.returncode = -9
 
 
