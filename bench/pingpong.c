@@ -10,7 +10,8 @@
  * accepts connections and exits when FLOWS (default 1) connections have
  * come and gone. The client opens FLOWS connections, keeps one SIZE-byte
  * request outstanding on each (the next goes once the whole response is
- * back) for SECONDS, and prints one JSON line:
+ * back) for SECONDS, or until every flow has completed a round trip if
+ * that takes longer, and prints one JSON line (T: the time it ran):
  *   {"flows": F, "size": S, "seconds": T, "transactions": N, "tps": N/T,
  *    "bytes": 2*S*N, "latency_us": {"mean": .., "p50": .., "p99": .., "max": ..}}
  * latency_us is half the round trip, as sockperf reports it; it is given
@@ -234,6 +235,7 @@ static int cmp_u64(const void *a, const void *b)
 struct flow {
 	int fd;
 	long got;
+	long transactions;
 	uint64_t sent_at;
 };
 
@@ -245,7 +247,7 @@ static int client(const char *addr, long size, double seconds, long flows)
 	struct epoll_event ev, evs[256];
 	char *buf = malloc(MAX_SIZE);
 	uint64_t start, end, deadline, *rtt = NULL, cap = 0, sum = 0;
-	long nrtt = 0, transactions = 0, i;
+	long nrtt = 0, transactions = 0, ran = 0, i;
 	int ep;
 
 	if (!fl || !buf)
@@ -300,6 +302,8 @@ static int client(const char *addr, long size, double seconds, long flows)
 			t = now_ns();
 			f->got = 0;
 			transactions++;
+			if (!f->transactions++)
+				ran++;
 			if (flows == 1) {
 				if (nrtt == (long)cap) {
 					cap = cap ? 2 * cap : 1 << 16;
@@ -310,7 +314,11 @@ static int client(const char *addr, long size, double seconds, long flows)
 				rtt[nrtt++] = t - f->sent_at;
 				sum += t - f->sent_at;
 			}
-			if (t >= deadline)
+			/* Not before every flow has had its round trip: on a
+			 * slow kernel the first round alone may take longer
+			 * than the run.
+			 */
+			if (t >= deadline && ran == flows)
 				goto done;
 			f->sent_at = t;
 			write_all(f->fd, buf, size);
