@@ -39,10 +39,11 @@
  * pattern); "stream" connects and writes SIZE bytes at a time with blocking
  * write()s for SECONDS, then closes. Each prints one JSON line:
  *   sink:   {"bytes": N, "seconds": T, "wakeups": W, "cpu_s": C, "bad_at": B}
- *   stream: {"bytes": N, "seconds": T, "cpu_s": C}
+ *   stream: {"bytes": N, "seconds": T, "wakeups": W, "cpu_s": C}
  * seconds: from accept() to EOF for the reader; wakeups: the reader's
  * voluntary context switches meanwhile (each one a sleep for data ended by
- * a wake-up); cpu_s: user and system time; bad_at: the offset of the first
+ * a wake-up), the writer's (a sleep for room to write, or on a lock);
+ * cpu_s: user and system time; bad_at: the offset of the first
  * wrong byte, or -1. The sink reads to EOF either way, and exits with 1 if a
  * byte was wrong. Bytes missing at the end show as fewer bytes read than
  * written.
@@ -486,8 +487,9 @@ static int stream(const char *addr, long size, double seconds)
 	} while (now_ns() < deadline);
 	close(fd);
 	getrusage(RUSAGE_SELF, &r1);
-	printf("{\"bytes\": %llu, \"seconds\": %.6f, \"cpu_s\": %.3f}\n", bytes,
-	       (now_ns() - start) / 1e9, cpu_s(&r0, &r1));
+	printf("{\"bytes\": %llu, \"seconds\": %.6f, \"wakeups\": %ld, \"cpu_s\": %.3f}\n",
+	       bytes, (now_ns() - start) / 1e9, r1.ru_nvcsw - r0.ru_nvcsw,
+	       cpu_s(&r0, &r1));
 	return 0;
 }
 
