@@ -1,7 +1,7 @@
 # Workbench for the sk_msg ingress corking series. `make help` lists targets.
 # Everything builds under build/ (ignored by git); patches/ is the product.
 #
-# Variables: CONFIG=bench|debug|kcsan, VARIANT=vanilla|patched|anchor (the
+# Variables: CONFIG=bench|debug|kcsan|ci, VARIANT=vanilla|patched|anchor (the
 # published earlier posting, from ../shared/anchor, for comparison only),
 # LINUX_SRC=<tarball, tree or git checkout> for another base (make tree);
 # make bench: QUICK=1, VARIANTS="vanilla patched", CONFIG only if given;
@@ -14,7 +14,7 @@ S := scripts
 bzimage = "$$(bash -c '. $(S)/lib.sh && out_for $(VARIANT) $(CONFIG)')/arch/x86/boot/bzImage"
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
-	compare check-all series-check apps tests stress bench clean
+	compare compare-all check-all series-check apps tests stress bench clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -52,6 +52,14 @@ tests: deps tree
 ##                the whole of test_progs, as BPF CI runs it
 compare: deps tree
 	$(S)/compare-selftests.sh $(CONFIG) "$(or $(VARIANTS),vanilla patched)" $(or $(SUITE),sockmap)
+
+## compare-all    the whole of test_progs, as BPF CI runs it, on the vanilla
+##                and the patched kernel configured as BPF CI configures its
+##                VMs (config/ci.config, with module support), compared as
+##                make compare does (VARIANTS as there); the guests, one
+##                vCPU each, run side by side: about 25 minutes
+compare-all: deps tree
+	$(S)/compare-selftests.sh ci "$(or $(VARIANTS),vanilla patched)" all
 
 ## check-all      the whole of test_progs on CONFIG/VARIANT
 check-all: deps tree

@@ -6,7 +6,7 @@
 #                  the real-application check first if the host put it
 #                  there too
 #         apps     the real-application check (tests/apps) alone
-#         all      the whole of test_progs
+#         all      the whole of test_progs; ARGS: see below
 #         stress   the sockmap stress harness (DIR: its build, see
 #                  tests/stress) with ARGS
 # Each program's output goes to RESULTS_DIR/<program>.log and to the console;
@@ -43,7 +43,19 @@ sockmap)
 	[ $# -eq 0 ] || run stress "$results/sockmap_stress" "$@"
 	;;
 all)
-	run test_progs ./test_progs -w 600
+	# ARGS: a directory with the test modules (bpf_testmod.ko and the
+	# others) built against this kernel, when the test binaries were built
+	# against another: they take the place of those in DIR, which the
+	# module loader would refuse (symbol versions, BTF).
+	if [ $# -gt 0 ]; then
+		for ko in "$1"/*.ko; do
+			[ ! -e "$dir/${ko##*/}" ] || mount --bind "$ko" "$dir/${ko##*/}" || exit 1
+		done
+	fi
+	# The tests the tree's DENYLIST names, if the host put it there.
+	deny=
+	[ ! -e "$results/DENYLIST" ] || deny="-d @$results/DENYLIST"
+	run test_progs ./test_progs -w 600 $deny
 	;;
 apps)
 	run apps "$results/apps_check.py" --tools "$results"

@@ -23,7 +23,11 @@ kernel_configure "$tree" "$out" "$config"
 log "kernel $config/$variant: building ($(git -C "$tree" describe --always --tags), -j$JOBS)"
 start=$SECONDS
 set +e
-kmake "$tree" "$out" bzImage 2>&1 | tee "$out/build.log" | awk -v start="$(date +%s)" '
+# With module support (config/ci.config), the modules too: the selftests'
+# test modules build against the kernel's Module.symvers.
+targets=(bzImage)
+! grep -qx 'CONFIG_MODULES=y' "$out/.config" || targets+=(modules)
+kmake "$tree" "$out" "${targets[@]}" 2>&1 | tee "$out/build.log" | awk -v start="$(date +%s)" '
 	/^  (CC|AS|LD|AR|BTF|GEN)/ { n++ }
 	/ (error|Error) / || /error:/ { print > "/dev/stderr" }
 	n && n % 200 == 0 && n != last { last = n; printf "  ... %d steps, %ds\n", n, systime() - start > "/dev/stderr"; fflush("/dev/stderr") }'

@@ -28,10 +28,12 @@ unset CCACHE_BASEDIR
 mkdir -p "$out"
 log "selftests $config/$variant: building ${targets[*]} in $out"
 start=$SECONDS
-# The kernel has no module support, so the test modules are skipped
-# (BPF_STRICT_BUILD=0); none of the sockmap tests uses them.
+# The test modules (bpf_testmod.ko and friends) build against the kernel
+# only if it has module support (config/ci.config); the bench and debug
+# kernels have none, and BPF_STRICT_BUILD=0 skips them there: none of the
+# sockmap tests uses them.
 if ! make -C "$tree/tools/testing/selftests/bpf" -j"$JOBS" \
-	OUTPUT="$out" VMLINUX_BTF="$kout/vmlinux" BPF_STRICT_BUILD=0 \
+	OUTPUT="$out" VMLINUX_BTF="$kout/vmlinux" KBUILD_OUTPUT="$kout" BPF_STRICT_BUILD=0 \
 	CC="ccache gcc" HOSTCC="ccache gcc" CLANG="ccache clang" "${targets[@]/#/$out/}" >"$out/build.log" 2>&1; then
 	grep -E 'error|Error' "$out/build.log" | head -30 >&2
 	die "selftests build failed (log: $out/build.log)"

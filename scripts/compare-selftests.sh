@@ -26,12 +26,37 @@ order_variants "${words[@]}"
 # The selftests build against the patched kernel's build (vmlinux BTF).
 "$TOP/scripts/build-kernel.sh" "$config" patched
 "$TOP/scripts/build-selftests.sh" "$config" patched
+kmods=$(cd "$(out_for patched "$config")/selftests" && ls -- *.ko 2>/dev/null) || true
+run() {
+	"$TOP/scripts/run-selftests.sh" "$config" "$1" "$suite" patched >"$BUILD/results/run-$config-$suite-$1.log" 2>&1 ||
+		log "$1: selftests failed (compared below)"
+	"$TOP/scripts/selftests-summary.py" --list "$BUILD/results/selftests-$config-$1-$suite" \
+		>"$BUILD/results/units-$config-$suite-$1" || true
+}
 for v in "${variants[@]}"; do
 	"$TOP/scripts/build-kernel.sh" "$config" "$v"
-	"$TOP/scripts/run-selftests.sh" "$config" "$v" "$suite" patched ||
-		log "$v: selftests failed (compared below)"
-	"$TOP/scripts/selftests-summary.py" --list "$BUILD/results/selftests-$config-$v-$suite" \
-		>"$BUILD/results/units-$config-$suite-$v" || true
+	# The whole of test_progs loads the test modules (those the series
+	# tree's build made): built against each kernel, from its own tree.
+	if [ "$suite" = all ] && [ "$v" != patched ] && [ -n "$kmods" ]; then
+		"$TOP/scripts/build-selftests.sh" "$config" "$v" $kmods
+	fi
+done
+mkdir -p "$BUILD/results"
+if [ "$suite" = all ]; then
+	# One vCPU per guest (run-selftests.sh): the kernels run side by side,
+	# each on a host CPU of its own as far as there are enough.
+	log "running the whole of test_progs on ${variants[*]} side by side (logs: $BUILD/results/run-$config-$suite-*.log)"
+	for v in "${variants[@]}"; do
+		run "$v" &
+	done
+	wait
+else
+	for v in "${variants[@]}"; do
+		run "$v"
+	done
+fi
+for v in "${variants[@]}"; do
+	tail -n 4 "$BUILD/results/run-$config-$suite-$v.log"
 done
 added=$(git -C "$SERIES_TREE" diff --name-only --diff-filter=A base series -- \
 	tools/testing/selftests/bpf/prog_tests/ | sed 's|.*/||; s|\.c$||')

@@ -17,6 +17,8 @@ pkgs=(
 	bpftool redis-server python3-redis nginx-light curl
 	# guest
 	qemu-system-x86 busybox-static iproute2
+	# the whole of test_progs (make compare-all) pings
+	iputils-ping
 )
 # The benchmark: workloads, our BPF loader, plots.
 [ "${1:-}" != bench ] || pkgs+=(iperf3 sockperf redis-tools wrk python3-matplotlib)

@@ -83,7 +83,8 @@ kmake() {
 # regenerated only when the fragments change, so builds stay incremental.
 # Fails if an option asked for did not make it into the result.
 # A fragment that starts from another says so in a line "# over: NAME"
-# (config/NAME.config is merged first; the later fragment's options win).
+# (config/NAME.config is merged first; the later fragment's options win),
+# and one that takes a fragment from the kernel tree in "# tree: PATH".
 kernel_configure() {
 	local tree=$1 out=$2 config=$3 missing over
 	[ -f "$TOP/config/$config.config" ] || die "no config/$config.config"
@@ -91,6 +92,12 @@ kernel_configure() {
 	for over in $(sed -n 's/^# over: //p' "$TOP/config/$config.config"); do
 		[ -f "$TOP/config/$over.config" ] || die "config/$config.config: no config/$over.config"
 		fragments+=("$TOP/config/$over.config")
+	done
+	# "# tree: PATH": a fragment the kernel tree itself carries (the BPF
+	# selftests' config), merged before ours, so it follows the base.
+	for over in $(sed -n 's/^# tree: //p' "$TOP/config/$config.config"); do
+		[ -f "$tree/$over" ] || die "config/$config.config: no $over in $tree"
+		fragments+=("$tree/$over")
 	done
 	fragments+=("$TOP/config/$config.config")
 	mkdir -p "$out"
