@@ -42,19 +42,18 @@ for v in "${variants[@]}"; do
 	fi
 done
 mkdir -p "$BUILD/results"
-if [ "$suite" = all ]; then
-	# One vCPU per guest (run-selftests.sh): the kernels run side by side,
-	# each on a host CPU of its own as far as there are enough.
-	log "running the whole of test_progs on ${variants[*]} side by side (logs: $BUILD/results/run-$config-$suite-*.log)"
-	for v in "${variants[@]}"; do
+# The whole of test_progs has one vCPU per guest (run-selftests.sh): the
+# kernels run side by side, each on a host CPU of its own as far as there
+# are enough; the sockmap tests run one kernel after the other.
+log "running the $suite tests on ${variants[*]} (logs: $BUILD/results/run-$config-$suite-*.log)"
+for v in "${variants[@]}"; do
+	if [ "$suite" = all ]; then
 		run "$v" &
-	done
-	wait
-else
-	for v in "${variants[@]}"; do
+	else
 		run "$v"
-	done
-fi
+	fi
+done
+wait
 for v in "${variants[@]}"; do
 	tail -n 4 "$BUILD/results/run-$config-$suite-$v.log"
 done

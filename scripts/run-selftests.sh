@@ -42,8 +42,8 @@ if [ "$suite" = all ] && [ "$tests_variant" != "$variant" ]; then
 	guest_args=("$kout/selftests")
 fi
 # As BPF CI does, the whole of test_progs leaves out the tests the tree's
-# DENYLIST names (known to be broken there), and ours those that emulation
-# breaks (guest/DENYLIST.tcg).
+# DENYLIST names (known to be broken there), and ours those that bring the
+# guest down on every kernel alike (guest/DENYLIST.tcg).
 if [ "$suite" = all ]; then
 	cat "$(tree_for "$tests_variant")/tools/testing/selftests/bpf/DENYLIST" \
 		"$TOP/guest/DENYLIST.tcg" 2>/dev/null >"$results/DENYLIST" || true
