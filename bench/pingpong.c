@@ -38,11 +38,13 @@
  * stream is N % 251: a byte lost, repeated or out of order breaks the
  * pattern); "stream" connects and writes SIZE bytes at a time with blocking
  * write()s for SECONDS, then closes. Each prints one JSON line:
- *   sink:   {"bytes": N, "seconds": T, "wakeups": W, "cpu_s": C, "bad_at": B}
+ *   sink:   {"bytes": N, "seconds": T, "wakeups": W, "reads": R, "cpu_s": C,
+ *            "bad_at": B}
  *   stream: {"bytes": N, "seconds": T, "wakeups": W, "cpu_s": C}
  * seconds: from accept() to EOF for the reader; wakeups: the reader's
  * voluntary context switches meanwhile (each one a sleep for data ended by
  * a wake-up), the writer's (a sleep for room to write, or on a lock);
+ * reads: the reader's read() calls that returned data;
  * cpu_s: user and system time; bad_at: the offset of the first
  * wrong byte, or -1. The sink reads to EOF either way, and exits with 1 if a
  * byte was wrong. Bytes missing at the end show as fewer bytes read than
@@ -422,7 +424,7 @@ static int sink(const char *addr)
 	struct rusage r0, r1;
 	char *pat = pattern(), *buf = malloc(STREAM_READ);
 	unsigned long long bytes = 0;
-	long long bad_at = -1;
+	long long bad_at = -1, reads = 0;
 	uint64_t start;
 	int lfd, fd;
 
@@ -451,11 +453,12 @@ static int sink(const char *addr)
 			bad_at = bytes;
 		}
 		bytes += got;
+		reads++;
 	}
 	getrusage(RUSAGE_SELF, &r1);
-	printf("{\"bytes\": %llu, \"seconds\": %.6f, \"wakeups\": %ld, \"cpu_s\": %.3f, "
-	       "\"bad_at\": %lld}\n", bytes, (now_ns() - start) / 1e9,
-	       r1.ru_nvcsw - r0.ru_nvcsw, cpu_s(&r0, &r1), bad_at);
+	printf("{\"bytes\": %llu, \"seconds\": %.6f, \"wakeups\": %ld, \"reads\": %lld, "
+	       "\"cpu_s\": %.3f, \"bad_at\": %lld}\n", bytes, (now_ns() - start) / 1e9,
+	       r1.ru_nvcsw - r0.ru_nvcsw, reads, cpu_s(&r0, &r1), bad_at);
 	close(fd);
 	close(lfd);
 	if (ss.ss_family == AF_UNIX)

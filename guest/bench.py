@@ -340,6 +340,7 @@ def stream(tools, size, seconds, cg):
         "receiver_wakeups": r["wakeups"],
         "wakeups_per_mb": r["wakeups"] / mb,
         "sender_wakeups_per_mb": w["wakeups"] / mb,
+        "reads_per_mb": r["reads"] / mb,
         "cpu_s_per_gb": (w["cpu_s"] + r["cpu_s"]) / (mb / 1e3),
     }
     if r["bytes"] != w["bytes"] or r["bad_at"] >= 0:
