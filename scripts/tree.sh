@@ -135,7 +135,7 @@ export_series() {
 	# The next version of the posting that ../shared/anchor holds (v4,
 	# reposted unchanged as v5 and v6).
 	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base \
-		--subject-prefix="PATCH bpf-next v10" -o "$tmp" base..series
+		--subject-prefix="PATCH bpf-next v11" -o "$tmp" base..series
 	# Keep the cover letter's subject and text; refresh the rest (shortlog, diffstat).
 	if [ -f "$cover" ]; then
 		python3 "$TOP/scripts/cover-merge.py" "$cover" "$tmp/0000-cover-letter.patch"
