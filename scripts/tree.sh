@@ -17,6 +17,9 @@
 . "$(dirname "$0")/lib.sh"
 
 STAMP=$BUILD/.series-stamp
+# The version "tree.sh export" puts in the subjects of patches/: bump it
+# for each posting.
+SERIES_VERSION=v13
 ANCHOR_STAMP=$BUILD/.anchor-stamp
 
 # What the series tree is made from, as the stamp records it: the base (its
@@ -132,10 +135,8 @@ export_series() {
 	local tmp cover=$TOP/patches/0000-cover-letter.patch
 	[ -z "$(git -C "$SERIES_TREE" status --porcelain)" ] || die "uncommitted changes in $SERIES_TREE"
 	tmp=$(mktemp -d)
-	# The next version of the posting that ../shared/anchor holds (v4,
-	# reposted unchanged as v5 and v6).
 	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base \
-		--subject-prefix="PATCH bpf-next v11" -o "$tmp" base..series
+		--subject-prefix="PATCH bpf-next $SERIES_VERSION" -o "$tmp" base..series
 	# Keep the cover letter's subject and text; refresh the rest (shortlog, diffstat).
 	if [ -f "$cover" ]; then
 		python3 "$TOP/scripts/cover-merge.py" "$cover" "$tmp/0000-cover-letter.patch"
