@@ -486,11 +486,11 @@ def main():
                                   "sender_wakeups_per_mb", istat),
                   ])
             w("Under -icount one vCPU takes the other's wake-up only when that one halts "
-              "or its turn ends at a timer: a writer that waits for room in its send "
-              "buffer runs again only once its reader has read everything, so a writer "
-              "with a bound and its reader take turns, a wake-up on each side per send "
-              "buffer. These wake-ups count that; the timed boots show what the kernels "
-              "do with both CPUs running (see docs/benchmark.md).\n")
+              "or its turn ends at a timer, so the reader runs in turns and its wake-ups "
+              "count them: about one a tick, or one per send buffer where a writer with a "
+              "bound fills it within a tick and waits (its sleeps per MB then equal the "
+              "reader's wake-ups). The timed boots show what the kernels do with both "
+              "CPUs running (see docs/benchmark.md).\n")
         for workload, metric, what in (
                 ("redis -P1", "set_rps", f"redis-benchmark -P 1 SET ({ic})"),
                 ("redis -P1", "get_rps", f"redis-benchmark -P 1 GET ({ic})"),
