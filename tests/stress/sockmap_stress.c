@@ -70,6 +70,12 @@
  * pages a CPU (per-CPU charge caches and stat batching). At the end the
  * process goes back to the root cgroup and removes its own.
  *
+ * TCP memory pressure: for the middle third of the run, net.ipv4.tcp_mem's
+ * low and pressure thresholds are one page (the hard limit as it was), so
+ * that TCP is under memory pressure throughout (--no-tcp-pressure: not).
+ * The kernel must have entered it, and bytes must have been verified
+ * meanwhile; the watchdog and the checks above hold as in the rest.
+ *
  * Output: one "stress: UNIT: OK|FAIL|SKIP" line a check, then
  * "N passed, N failed, N skipped". Exit status 0 if all passed.
  * Replay: --seed (every thread's random choices derive from it; thread
@@ -117,9 +123,10 @@
 static struct {
 	unsigned int duration, conns, stall_timeout, fail_pct;
 	uint64_t seed;
-	bool faults, corrupt, memcg;
+	bool faults, corrupt, memcg, tcp_pressure;
 	const char *bpf_obj;
-} opt = { .duration = 120, .conns = 16, .stall_timeout = 60, .faults = true, .memcg = true };
+} opt = { .duration = 120, .conns = 16, .stall_timeout = 60, .faults = true, .memcg = true,
+	  .tcp_pressure = true };
 
 /* ---- results and reporting ---- */
 
@@ -518,6 +525,81 @@ static void check_fail_alloc(void)
 	unit("allocation failures injected", slab <= 0 || page <= 0,
 	     "%u%% of the writers' sk_msg and page allocations: %lld sk_msg, %lld page allocations failed; %llu writes failed with ENOMEM, every accepted byte delivered",
 	     opt.fail_pct, slab, page, (unsigned long long)total.enomem);
+}
+
+/* ---- TCP memory pressure (the middle third of the run) ---- */
+
+/* With net.ipv4.tcp_mem's low and pressure thresholds at one page, TCP is
+ * under memory pressure from its next allocation on: senders' buffers are
+ * moderated, receive windows clamped, and a socket gets memory beyond its
+ * minimum only within its share of the hard limit, which stays as it was.
+ * The streams must go on meanwhile, every byte verified, and come back
+ * from it when the thresholds do.
+ */
+#define TCP_MEM		"/proc/sys/net/ipv4/tcp_mem"
+static struct {
+	char saved[128];	/* tcp_mem before, while the phase runs */
+	long long entered;	/* TcpExt TCPMemoryPressures at its start */
+	uint64_t verified;	/* total.verified at its start */
+	bool done;
+} pressure;
+
+/* TcpExt @key of /proc/net/netstat, or -1. */
+static long long tcpext(const char *key)
+{
+	char names[4096], values[4096], *sn, *sv, *n, *v;
+	long long figure = -1;
+	FILE *f = fopen("/proc/net/netstat", "r");
+
+	while (f && fgets(names, sizeof(names), f) && fgets(values, sizeof(values), f)) {
+		if (strncmp(names, "TcpExt:", 7))
+			continue;
+		for (n = strtok_r(names, " \n", &sn), v = strtok_r(values, " \n", &sv); n && v;
+		     n = strtok_r(NULL, " \n", &sn), v = strtok_r(NULL, " \n", &sv))
+			if (!strcmp(n, key))
+				figure = atoll(v);
+		break;
+	}
+	if (f)
+		fclose(f);
+	return figure;
+}
+
+static void pressure_end(void)
+{
+	if (*pressure.saved && write_file(TCP_MEM, "%s", pressure.saved))
+		die(TCP_MEM);
+	*pressure.saved = 0;
+}
+
+static void pressure_start(void)
+{
+	long long low, mid, hard;
+	FILE *f = fopen(TCP_MEM, "r");
+
+	if (!f || !fgets(pressure.saved, sizeof(pressure.saved), f) ||
+	    sscanf(pressure.saved, "%lld %lld %lld", &low, &mid, &hard) != 3)
+		die(TCP_MEM);
+	fclose(f);
+	atexit(pressure_end);
+	pressure.entered = tcpext("TCPMemoryPressures");
+	pressure.verified = atomic_load(&total.verified);
+	if (write_file(TCP_MEM, "1 1 %lld\n", hard))
+		die(TCP_MEM);
+	msg("TCP memory pressure on (tcp_mem 1 1 %lld, was %lld %lld %lld)", hard, low, mid, hard);
+}
+
+static void pressure_stop(void)
+{
+	long long entered = tcpext("TCPMemoryPressures") - pressure.entered;
+	uint64_t bytes = atomic_load(&total.verified) - pressure.verified;
+
+	pressure_end();
+	pressure.done = true;
+	msg("TCP memory pressure off");
+	unit("TCP memory pressure", pressure.entered < 0 || entered <= 0 || !bytes,
+	     "entered %lld time(s) with tcp_mem's thresholds at one page; %llu bytes verified meanwhile",
+	     entered, (unsigned long long)bytes);
 }
 
 /* ---- BPF ---- */
@@ -1762,7 +1844,7 @@ static void report_totals(void)
 static void usage(int status)
 {
 	printf("usage: sockmap_stress [--duration SECS] [--seed N] [--conns N] [--stall-timeout SECS]\n"
-	       "                      [--no-faults] [--no-memcg] [--fail-alloc PCT] [--corrupt]\n"
+	       "                      [--no-faults] [--no-memcg] [--no-tcp-pressure] [--fail-alloc PCT] [--corrupt]\n"
 	       "                      [--bpf-obj FILE]\n"
 	       "  --duration       how long the writers write (default 120)\n"
 	       "  --seed           replay the random choices of a run (default: from the clock)\n"
@@ -1770,6 +1852,8 @@ static void usage(int status)
 	       "  --stall-timeout  seconds without progress that fail the run (default 60)\n"
 	       "  --no-faults      no closes, shutdowns, map deletions or detaches\n"
 	       "  --no-memcg       leave the memory controller alone, no memcg check\n"
+	       "  --no-tcp-pressure\n"
+	       "                   no TCP memory pressure in the middle third of the run\n"
 	       "  --fail-alloc     fail PCT%% of the writers' sk_msg and page allocations\n"
 	       "                   (fault injection); a write that fails with ENOMEM is retried\n"
 	       "  --corrupt        self-test: flip a bit of the received data; the run must fail\n"
@@ -1783,6 +1867,7 @@ static void parse_args(int argc, char **argv)
 		{ "duration", 1, NULL, 'd' }, { "seed", 1, NULL, 's' },
 		{ "conns", 1, NULL, 'n' }, { "stall-timeout", 1, NULL, 't' },
 		{ "no-faults", 0, NULL, 'F' }, { "no-memcg", 0, NULL, 'M' }, { "corrupt", 0, NULL, 'C' },
+		{ "no-tcp-pressure", 0, NULL, 'P' },
 		{ "bpf-obj", 1, NULL, 'o' }, { "fail-alloc", 1, NULL, 'a' },
 		{ "help", 0, NULL, 'h' }, { 0 }
 	};
@@ -1798,6 +1883,7 @@ static void parse_args(int argc, char **argv)
 		case 't': opt.stall_timeout = strtoul(optarg, NULL, 0); break;
 		case 'F': opt.faults = false; break;
 		case 'M': opt.memcg = false; break;
+		case 'P': opt.tcp_pressure = false; break;
 		case 'C': opt.corrupt = true; break;
 		case 'o': opt.bpf_obj = optarg; break;
 		case 'a': opt.fail_pct = strtoul(optarg, NULL, 0); break;
@@ -1942,12 +2028,23 @@ int main(int argc, char **argv)
 
 	end = now() + opt.duration;
 	for (double next = now() + 60; now() < end && !atomic_load(&failed) && !watchdog();) {
+		double left = end - now();
+
 		usleep(250000);
 		if (now() > next) {
 			report_totals();
 			next += 60;
 		}
+		if (opt.tcp_pressure && !pressure.done) {
+			if (!*pressure.saved && left < opt.duration * 2 / 3.0)
+				pressure_start();
+			else if (*pressure.saved && left < opt.duration / 3.0)
+				pressure_stop();
+		}
 	}
+	if (*pressure.saved && !atomic_load(&failed))
+		pressure_stop();
+	pressure_end();
 	msg("stopping the writers");
 	atomic_store(&injector_stop, true);
 	pthread_join(inj, NULL);
