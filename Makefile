@@ -92,10 +92,12 @@ stress: deps $(if $(KERNEL),,tree)
 ##                VARIANTS=patched or =vanilla: that kernel alone, no
 ##                comparison (CI: QUICK=1 CONFIG=debug VARIANTS=patched);
 ##                VARIANTS="vanilla anchor patched": the anchor's kernel
-##                too, in the same rotation, compared with both
+##                too, in the same rotation, compared with both;
+##                ONLY=stream (a comma-separated list): those workloads
+##                alone, REPS=n boots of each kernel (default 4)
 bench: deps tree
 	$(S)/deps.sh bench
-	$(S)/bench.sh $(if $(QUICK),--quick) \
+	$(S)/bench.sh $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) $(if $(REPS),--reps $(REPS)) \
 		$(if $(filter command line,$(origin CONFIG)),--config $(CONFIG)) \
 		$(if $(VARIANTS),--variants "$(VARIANTS)")
 

@@ -71,6 +71,12 @@ PLANS = {
                    latency_s=1, bench_s=0, flows=0, flows_s=0, syscalls=20000,
                    redis_sizes=[64], redis_scale=1, redis_clients=1, wrk_s=1),
 }
+# Each workload, and the plan entries that leave it out (bench.sh --only).
+WORKLOADS = {
+    "iperf3": dict(iperf_sizes=[]), "stream": dict(stream_sizes=[]),
+    "sockperf": dict(latency_sizes=[]), "redis": dict(redis_sizes=[]), "wrk": dict(wrk_s=0),
+    "syscall": dict(syscalls=0), "bench": dict(bench_s=0), "manyflow": dict(flows=0),
+}
 WRK_CONNECTIONS, WRK_PAGE = 4, 1 * KIB
 SENDER_CPU, RECEIVER_CPU = "0", "1"
 CGROOT = "/sys/fs/cgroup"
@@ -581,8 +587,17 @@ def main():
     ap.add_argument("--bench", required=True, help="the selftests' bench binary")
     ap.add_argument("--meta", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--only", help="comma-separated workloads to run, of "
+                    + ", ".join(WORKLOADS) + " (default: all)")
     args = ap.parse_args()
-    plan = PLANS[args.mode]
+    plan = dict(PLANS[args.mode])
+    if args.only:
+        only = args.only.split(",")
+        if not set(only) <= set(WORKLOADS):
+            ap.error(f"--only wants some of {', '.join(WORKLOADS)}, not {args.only}")
+        # The plan says what ran: the workloads left out have no sizes, or none.
+        plan.update(only=only, **{k: v for w, keys in WORKLOADS.items() if w not in only
+                                  for k, v in keys.items()})
     doc = json.load(open(args.meta))
     label = f"{doc['variant']} rep {doc['rep']}/{doc['reps']}"
     doc.update(guest=guest_info(), plan=plan, records=[])
@@ -638,8 +653,9 @@ def main():
                 for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
                     measure(f"redis -P{pipeline}", system, size,
                             lambda: redis(size, pipeline, n, plan["redis_clients"], cg), red)
-        for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
-            measure("wrk", system, WRK_PAGE, lambda: wrk(plan["wrk_s"], cg), red)
+        if plan["wrk_s"]:
+            for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
+                measure("wrk", system, WRK_PAGE, lambda: wrk(plan["wrk_s"], cg), red)
         if plan["syscalls"]:
             for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
                 measure("syscall", system, 64,

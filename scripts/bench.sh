@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark: vanilla vs patched, bench kernels, booted alternately.
 #   bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug]
-#            [--variants "vanilla anchor patched"] [--icount-only --out DIR]
+#            [--variants "vanilla anchor patched"] [--only WORKLOADS]
+#            [--icount-only --out DIR]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
 # and the selftests' bench binary, then boots vanilla, patched, patched,
 # vanilla, ... (N repetitions each; full: 4, quick: 1; every other
@@ -20,13 +21,16 @@
 # (build/linux-anchor, scripts/tree.sh anchor), for comparison only: it is
 # booted as vanilla is, its splats recorded. CI runs the quick mode on
 # debug/patched: a smoke test of the benchmark on the kernel it already has.
+# --only runs only the workloads named (comma-separated: iperf3, stream,
+# sockperf, redis, wrk, syscall, bench, manyflow; see guest/bench.py), in
+# every boot: more repetitions of one comparison in the same time.
 # --icount-only runs only the instruction-counted boots, into DIR, a full
 # run's directory that has its timed boots, and writes its report again:
 # for a run whose counted boots failed.
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-mode=full reps='' out='' config=bench want='vanilla patched' icount_only=''
+mode=full reps='' out='' config=bench want='vanilla patched' icount_only='' only=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick; shift ;;
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
 	--config) config=${2:?}; shift 2 ;;
 	--variants) want=${2?}; shift 2 ;;
 	--icount-only) icount_only=1; shift ;;
+	--only) only=(--only "${2:?}"); shift 2 ;;
 	-h | --help) usage 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -123,7 +128,8 @@ run_boot() {
 	local early=''
 	while ! "$TOP/scripts/vm-run.sh" "${opts[@]}" --kernel "$kout/arch/x86/boot/bzImage" \
 		--results "$vm" --timeout 3600 -- "$TOP/guest/bench.py" --mode "$mode" \
-		--tools "$tools" --bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json"; do
+		--tools "$tools" --bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json" \
+		"${only[@]}"; do
 		if [ -n "$early" ] || grep -q "$INIT_STARTED" "$vm/console.log"; then
 			die "bench: $mode $v repetition $rep failed (see $vm/console.log)"
 		fi
