@@ -89,6 +89,26 @@ def fmt_ratio(a, b):
     return f"{r:.2f}" if a.n < 2 else f"{r:.2f} ±{sd:.2f}"
 
 
+# Student's t for a two-sided 95% interval, by degrees of freedom (1 to 30;
+# beyond, 30's).
+T95 = (12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.20, 2.18, 2.16, 2.14,
+       2.13, 2.12, 2.11, 2.10, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05,
+       2.05, 2.04)
+
+
+def paired(a, b):
+    """b/a paired by round, from {repetition: value} of each kernel: the
+    boots of one round ran one after the other, so each round's ratio leaves
+    out most of the host's drift. The geometric mean of those ratios and its
+    95% confidence interval, as "r [lo, hi]"; None under two rounds."""
+    logs = [math.log(b[r] / a[r]) for r in sorted(a.keys() & b.keys()) if a[r] > 0 < b[r]]
+    if len(logs) < 2:
+        return None
+    m = statistics.fmean(logs)
+    half = T95[min(len(logs) - 1, len(T95)) - 1] * statistics.stdev(logs) / math.sqrt(len(logs))
+    return f"{math.exp(m):.2f} [{math.exp(m - half):.2f}, {math.exp(m + half):.2f}]"
+
+
 def fmt_change(a, b):
     r, sd = ratio(a, b)
     return f"{(r - 1) * 100:+.1f}%" if a.n < 2 else f"{(r - 1) * 100:+.1f}% ±{sd * 100:.1f}"
@@ -107,6 +127,7 @@ def load(d, sub="raw"):
         sys.exit(f"bench-report: no raw/*.json in {d}")
     docs = [json.load(open(f)) for f in files]
     data = defaultdict(list)  # (workload, system, size, variant, metric) -> values
+    rounds = defaultdict(dict)  # the same -> {repetition: value}
     for doc in docs:
         uds, tcp, servers = {}, {}, {}
         for r in doc["records"]:
@@ -117,6 +138,8 @@ def load(d, sub="raw"):
             for k, v in r.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     data[(r["workload"], r["system"], r["size"], doc["variant"], k)].append(v)
+                    rounds[(r["workload"], r["system"], r["size"], doc["variant"], k)][
+                        doc["rep"]] = v
             if (r["workload"], r["system"]) == ("pingpong", "uds"):
                 uds[r["size"]] = r["latency_us"]
             if r["workload"] in ("iperf3", "stream") and r["system"] == "tcp":
@@ -142,13 +165,13 @@ def load(d, sub="raw"):
                     if r.get(m) and plain.get(m):
                         data[(r["workload"], "sockmap", r["size"], doc["variant"],
                               m + "_per_tcp")].append(r[m] / plain[m])
-    return docs, data
+    return docs, data, rounds
 
 
 def main():
     d = sys.argv[1]
-    docs, data = load(d)
-    icdocs, icdata = load(d, "icount")
+    docs, data, rounds = load(d)
+    icdocs, icdata, _ = load(d, "icount")
     missing = []
     # The workloads this run measured (bench.sh --only: not all of them).
     ran = {k[0] for k in data} | {k[0] for k in icdata}
@@ -204,12 +227,14 @@ def main():
         w(f"- {n} boot{'s' if n != 1 else ''} of {only}; "
           "every cell is the mean ± standard deviation over those boots.")
     else:
-        rounds = "pair" if len(present) == 2 else "round"
-        w(f"- Kernels booted alternately, every other {rounds} in reverse order "
+        group = "pair" if len(present) == 2 else "round"
+        w(f"- Kernels booted alternately, every other {group} in reverse order "
           f"({', '.join(present + present[::-1])}, ...): "
           + ", ".join(f"{len(reps[v])} {'boots ' if v == present[0] else ''}of {v}"
                       for v in present)
-          + "; every cell is the mean ± standard deviation over those boots.")
+          + "; every cell is the mean ± standard deviation over those boots, except "
+          "in the rows \"paired by round\": there, each round's ratio (its boots ran one "
+          "after the other), their geometric mean and its 95% confidence interval.")
     for v in VARIANTS:
         if v in kernels:
             k = kernels[v]
@@ -310,6 +335,16 @@ def main():
                  cell_cmp(workload, system, a, system, b, metric, fmt, stat))
                 for a, b in PAIRS]
 
+    def per_pair_rounds(name, workload, system, metric):
+        """For each comparison, the ratio paired by round (paired())."""
+        def row(a, b):
+            def f(s):
+                return paired(rounds.get((workload, system, s, a, metric), {}),
+                              rounds.get((workload, system, s, b, metric), {})) or ""
+            f.needs = (a, b)
+            return name.format(a=a, b=b, vs=versus(a, b)), f
+        return [row(a, b) for a, b in PAIRS]
+
     def published(f):
         """The anchor's published vanilla-to-patched change: shown next to ours only."""
         f.needs = ("vanilla", "patched")
@@ -319,6 +354,7 @@ def main():
     table("Throughput: iperf3 -l SIZE, Gbit/s", "iperf3", ts, [
         *per_kernel("{v} sockmap", "iperf3", "sockmap", "gbit_s"),
         *per_pair("ratio {b}/{a}", "iperf3", "sockmap", "gbit_s"),
+        *per_pair_rounds("ratio {b}/{a}, paired by round", "iperf3", "sockmap", "gbit_s"),
         ("(anchor ratio, bare metal)", published(lambda s: f"{ANCHOR_TPUT_RATIO[s]:.2f}"
          if s in ANCHOR_TPUT_RATIO else "")),
         *per_kernel("{v} TCP", "iperf3", "tcp", "gbit_s"),
@@ -369,6 +405,8 @@ def main():
                  if reads else ""), "stream", ss, [
                   *per_kernel("{v} sockmap", "stream", "sockmap", "gbit_s"),
                   *per_pair("ratio {b}/{a}", "stream", "sockmap", "gbit_s"),
+                  *per_pair_rounds("ratio {b}/{a}, paired by round", "stream", "sockmap",
+                                   "gbit_s"),
                   *per_pair("ratio of sockmap / TCP, same boot, {b}/{a}", "stream",
                             "sockmap", "per_tcp"),
                   *per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
@@ -412,6 +450,8 @@ def main():
                                   f"{op}_rps"),
                       *per_pair(f"{op.upper()} ratio {{b}}/{{a}}", workload, "sockmap",
                                 f"{op}_rps"),
+                      *per_pair_rounds(f"{op.upper()} ratio {{b}}/{{a}}, paired by round",
+                                       workload, "sockmap", f"{op}_rps"),
                       *per_pair(f"{op.upper()} ratio of sockmap / TCP, same boot, {{b}}/{{a}}",
                                 workload, "sockmap", f"{op}_rps_per_tcp"),
                   )],
