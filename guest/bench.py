@@ -302,6 +302,24 @@ def iperf3(size, seconds, cg):
     }
 
 
+def cpu_times():
+    """{cpu: (busy, total)} in jiffies from /proc/stat: user, nice, system,
+    idle, iowait, irq, softirq and steal; busy is all but idle and iowait."""
+    times = {}
+    for line in open("/proc/stat"):
+        f = line.split()
+        if f[0].startswith("cpu") and f[0] != "cpu":
+            t = [int(x) for x in f[1:9]]
+            times[f[0][3:]] = (sum(t) - t[3] - t[4], sum(t))
+    return times
+
+
+def busy(t0, t1, cpu):
+    """The share of the time between two cpu_times() that CPU was busy."""
+    (b0, a0), (b1, a1) = t0[cpu], t1[cpu]
+    return (b1 - b0) / (a1 - a0) if a1 > a0 else 0.0
+
+
 def stream(tools, size, seconds, cg):
     """pingpong stream into pingpong sink: SIZE-byte blocking writes, read
     with blocking 64 KiB reads as fast as they come, every byte checked."""
@@ -312,10 +330,12 @@ def stream(tools, size, seconds, cg):
     try:
         if srv.stdout.readline() != "listening\n":
             raise BenchError("pingpong sink did not start")
+        t0 = cpu_times()
         cli = spawn(pinned(SENDER_CPU, tools + "/pingpong", "stream", addr, str(size),
                            str(seconds)), cg, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             wout, werr = cli.communicate(timeout=seconds + 60)
+            t1 = cpu_times()
         except subprocess.TimeoutExpired:
             kill(cli)
             raise Stalled(f"stream -l {size}: the writer had not finished {seconds + 60}s "
@@ -348,6 +368,10 @@ def stream(tools, size, seconds, cg):
         "sender_wakeups_per_mb": w["wakeups"] / mb,
         "reads_per_mb": r["reads"] / mb,
         "cpu_s_per_gb": (w["cpu_s"] + r["cpu_s"]) / (mb / 1e3),
+        # How busy each end's CPU was, whoever ran on it (kernel threads
+        # too): the one near 1 is the side that sets the pace.
+        "sender_cpu_busy": busy(t0, t1, SENDER_CPU),
+        "receiver_cpu_busy": busy(t0, t1, RECEIVER_CPU),
     }
     if r["bytes"] != w["bytes"] or r["bad_at"] >= 0:
         raise DataLost(f"{w['bytes']} bytes written, {r['bytes']} read"

@@ -395,6 +395,7 @@ def main():
     # The writer's sleeps: not in runs from before they were counted.
     writer = any(k[4] == "sender_wakeups_per_mb" for k in data)
     reads = any(k[4] == "reads_per_mb" for k in data)
+    cpus = any(k[4] == "sender_cpu_busy" for k in data)
     if ss:
         table("Stream to a reader that keeps up: SIZE-byte blocking writes, blocking 64 KiB "
               "reads, every byte checked (bench/pingpong stream), Gbit/s, receiver "
@@ -402,7 +403,10 @@ def main():
                                    "switches: for room to write, or on a lock)"
                                    if writer else "")
               + (", the reader's read() calls per MB (15.3 per MB when every read is full)"
-                 if reads else ""), "stream", ss, [
+                 if reads else "")
+              + (", and how busy the writer's and the reader's CPUs were (the share of the "
+                 "run, whatever ran there: the side near 1 sets the pace)" if cpus else ""),
+              "stream", ss, [
                   *per_kernel("{v} sockmap", "stream", "sockmap", "gbit_s"),
                   *per_pair("ratio {b}/{a}", "stream", "sockmap", "gbit_s"),
                   *per_pair_rounds("ratio {b}/{a}, paired by round", "stream", "sockmap",
@@ -419,6 +423,10 @@ def main():
                   *(per_kernel("{v} reads/MB", "stream", "sockmap", "reads_per_mb")
                     if reads else ()),
                   *per_kernel("{v} CPU s/GB", "stream", "sockmap", "cpu_s_per_gb"),
+                  *(per_kernel("{v} writer's CPU busy", "stream", "sockmap", "sender_cpu_busy")
+                    if cpus else ()),
+                  *(per_kernel("{v} reader's CPU busy", "stream", "sockmap",
+                               "receiver_cpu_busy") if cpus else ()),
               ])
     ls = sizes("sockperf")
     table("Latency: sockperf ping-pong --tcp, average one-way us (RTT/2)", "sockperf", ls, [
