@@ -317,7 +317,7 @@ def cpu_times():
 def busy(t0, t1, cpu):
     """The share of the time between two cpu_times() that CPU was busy."""
     (b0, a0), (b1, a1) = t0[cpu], t1[cpu]
-    return (b1 - b0) / (a1 - a0) if a1 > a0 else 0.0
+    return (b1 - b0) / (a1 - a0)
 
 
 def stream(tools, size, seconds, cg):
