@@ -19,7 +19,7 @@
 STAMP=$BUILD/.series-stamp
 # The version "tree.sh export" puts in the subjects of patches/: bump it
 # for each posting.
-SERIES_VERSION=v14
+SERIES_VERSION=v7
 ANCHOR_STAMP=$BUILD/.anchor-stamp
 
 # What the series tree is made from, as the stamp records it: the base (its
