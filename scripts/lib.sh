@@ -118,14 +118,20 @@ kernel_configure() {
 	cp "$out/fragments.config" "$out/.fragments-used"
 }
 
-# series_patches: the patch files of the series in order, one a line,
-# without the cover letter.
+# The two series in patches/, in the order they apply: the fixes of the
+# unpatched kernel (for the bpf tree), then the feature (for bpf-next).
+SERIES_DIRS="bpf bpf-next"
+
+# series_patches: the patch files of both series in order, one a line,
+# without the cover letters.
 series_patches() {
-	local f
-	for f in "$TOP"/patches/0*.patch; do
-		[ -e "$f" ] || continue
-		case $f in *0000-cover-letter.patch) continue ;; esac
-		echo "$f"
+	local d f
+	for d in $SERIES_DIRS; do
+		for f in "$TOP/patches/$d"/0*.patch; do
+			[ -e "$f" ] || continue
+			case $f in */0000-cover-letter.patch) continue ;; esac
+			echo "$f"
+		done
 	done
 }
 

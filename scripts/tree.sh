@@ -4,7 +4,9 @@
 #
 #   tree.sh create   recreate build/linux from the base and patches/
 #   tree.sh ensure   create it unless it is already current
-#   tree.sh export   write the commits base..series back to patches/
+#   tree.sh export   write the commits base..series back to patches/: the
+#                    leading ones with Fixes: tags to patches/bpf/, the
+#                    rest to patches/bpf-next/
 #   tree.sh anchor   create build/linux-anchor unless it is already current:
 #                    a worktree of the same repository, the base with the
 #                    published anchor (ANCHOR_DIR, default
@@ -17,8 +19,8 @@
 . "$(dirname "$0")/lib.sh"
 
 STAMP=$BUILD/.series-stamp
-# The version "tree.sh export" puts in the subjects of patches/: bump it
-# for each posting.
+# The version "tree.sh export" puts in the subjects of patches/bpf-next/:
+# bump it for each posting (the fixes for bpf are a first posting).
 SERIES_VERSION=v7
 ANCHOR_STAMP=$BUILD/.anchor-stamp
 
@@ -131,21 +133,63 @@ ensure() {
 	write_stamp
 }
 
-export_series() {
-	local tmp cover=$TOP/patches/0000-cover-letter.patch
-	[ -z "$(git -C "$SERIES_TREE" status --porcelain)" ] || die "uncommitted changes in $SERIES_TREE"
+# The last of the commits base..series that carry a Fixes: tag with every
+# commit before them: the fixes, which go to the bpf tree. Prints "base"
+# if the series starts with no fix.
+last_fix() {
+	local c last=base
+	for c in $(git -C "$SERIES_TREE" rev-list --reverse base..series); do
+		git -C "$SERIES_TREE" log -1 --format=%B "$c" | grep -q '^Fixes: ' || break
+		last=$c
+	done
+	echo "$last"
+}
+
+# recipients KIND PATCH...: the addresses scripts/get_maintainer.pl gives
+# for the patches, one a line, as git format-patch options: KIND "to" for
+# the maintainers, "cc" for the reviewers and the mailing lists (as
+# b4 prep --auto-to-cc sorts them).
+recipients() {
+	local kind=$1 sel=(--m --no-r --no-l)
+	shift
+	[ "$kind" = to ] || sel=(--no-m --r --l)
+	(cd "$SERIES_TREE" && scripts/get_maintainer.pl --no-rolestats --no-git \
+		--no-git-fallback --no-multiline --separator=$'\n' "${sel[@]}" "$@" 2>/dev/null) |
+		sed "s/^/--$kind=/"
+}
+
+# export_one DIR PREFIX RANGE: write RANGE as patches/DIR with its cover
+# letter, addressed as scripts/get_maintainer.pl says, keeping the old cover
+# letter's subject and text (the shortlog and diffstat are made anew).
+# --base=base: the bpf-next series names the fixes it applies on as
+# prerequisite patches.
+export_one() {
+	local dir=$TOP/patches/$1 tmp addr
 	tmp=$(mktemp -d)
-	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base \
-		--subject-prefix="PATCH bpf-next $SERIES_VERSION" -o "$tmp" base..series
-	# Keep the cover letter's subject and text; refresh the rest (shortlog, diffstat).
-	if [ -f "$cover" ]; then
-		python3 "$TOP/scripts/cover-merge.py" "$cover" "$tmp/0000-cover-letter.patch"
+	git -C "$SERIES_TREE" format-patch -q -o "$tmp/plain" "$3"
+	mapfile -t addr < <(recipients to "$tmp"/plain/*.patch; recipients cc "$tmp"/plain/*.patch)
+	git -C "$SERIES_TREE" format-patch -q --cover-letter --base=base "${addr[@]}" \
+		--subject-prefix="$2" -o "$tmp" "$3"
+	rm -rf "$tmp/plain"
+	if [ -f "$dir/0000-cover-letter.patch" ]; then
+		python3 "$TOP/scripts/cover-merge.py" "$dir/0000-cover-letter.patch" \
+			"$tmp/0000-cover-letter.patch"
 	fi
-	rm -f "$TOP"/patches/*.patch
-	mv "$tmp"/*.patch "$TOP/patches/"
+	mkdir -p "$dir"
+	rm -f "$dir"/*.patch
+	mv "$tmp"/*.patch "$dir/"
 	rmdir "$tmp"
+	log "exported $(ls "$dir"/*.patch | wc -l) files to patches/$1"
+}
+
+export_series() {
+	local fix
+	[ -z "$(git -C "$SERIES_TREE" status --porcelain)" ] || die "uncommitted changes in $SERIES_TREE"
+	fix=$(last_fix)
+	[ "$fix" != base ] || die "no fixes at the start of the series (commits with Fixes: tags)"
+	export_one bpf "PATCH bpf" "base..$fix"
+	export_one bpf-next "PATCH bpf-next $SERIES_VERSION" "$fix..series"
 	write_stamp
-	log "exported $(ls "$TOP"/patches/*.patch | wc -l) files to patches/"
 }
 
 # What the anchor tree is made from: the base commit and the anchor's
