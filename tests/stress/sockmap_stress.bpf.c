@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* BPF side of the sockmap stress harness (sockmap_stress.c).
+/* BPF side of the sockmap stress harness (main.c, stress.h and the rest).
  *
  * sockops: every established TCP connection of the cgroup goes into
  * sock_hash, keyed by its 4-tuple (from the socket's own point of view).

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What the sockmap stress harness (sockmap_stress.c) and its BPF programs
- * (sockmap_stress.bpf.c) share: map keys and values, and the counters.
+/* What the sockmap stress harness (main.c and the files stress.h lists)
+ * and its BPF programs (sockmap_stress.bpf.c) share: map keys and values,
+ * and the counters.
  */
 #ifndef SOCKMAP_STRESS_H
 #define SOCKMAP_STRESS_H
