@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# The checks netdev/bpf patchwork runs on a submission, on patches/:
+# The checks netdev/bpf patchwork runs on a submission, on patches/ (the
+# fixes for bpf, then the feature for bpf-next):
+#   - each series as its recipients get it: b4 am takes it whole from a
+#     mailbox, git am applies the fixes and then the feature on the base,
+#     and the tree that gives is the series tree
+#   - each cover letter and patch is addressed as get_maintainer.pl says
 #   - checkpatch.pl --strict on every patch
 #   - every patch builds on its own (bench config, incremental, in turn)
 #   - no new warnings with W=1 or sparse (C=1) in the files a patch touches,
@@ -60,6 +65,44 @@ if [ "$(git_common "$tree")" != "$(git_common "$SERIES_TREE")" ]; then
 	rm -rf "$tree"
 	git -C "$SERIES_TREE" worktree prune
 	git -C "$SERIES_TREE" worktree add -q --detach "$tree" base
+fi
+
+# Each series as a mailing list delivers it: b4 am, then git am of what
+# b4 made, fixes first; the result must be the series tree. And its To:
+# and Cc: must be what get_maintainer.pl gives for its patches now.
+log "b4 am and get_maintainer.pl"
+mail=$BUILD/series-check-mail
+rm -rf "$mail"
+mkdir -p "$mail"
+git -C "$tree" checkout -q --detach base
+am_committer
+for d in $SERIES_DIRS; do
+	mapfile -t ps < <(compgen -G "$TOP/patches/$d/0*.patch" | grep -v /0000-cover-letter.patch)
+	"$TOP/scripts/series-mbox.py" "$TOP/patches/$d" >"$mail/$d.mbox"
+	mkdir -p "$mail/$d"
+	if ! (cd "$mail" && b4 -n am -m "$d.mbox" -o "$d") >"$mail/$d.log" 2>&1 ||
+		grep -q WARNING "$mail/$d.log" || ! git -C "$tree" am -q "$mail/$d"/*.mbx; then
+		echo "FAIL b4 am: patches/$d (log: $mail/$d.log)"
+		git -C "$tree" am --abort 2>/dev/null
+		fail=1
+	else
+		echo "ok   b4 am, git am: patches/$d ($(grep -c '^  \[PATCH' "$mail/$d.log") patches)"
+	fi
+	want=$(recipients to "${ps[@]}"; recipients cc "${ps[@]}")
+	for f in "$TOP/patches/$d"/0*.patch; do
+		have=$(sed -n '/^$/q; p' "$f" | sed -z 's/\n / /g' |
+			sed -n 's/^\(To\|Cc\): //p' | tr ',' '\n' | sed 's/^ *//; s/ *$//; /^$/d')
+		if [ "$(sort <<<"$have")" != "$(sed 's/^--[a-z]*=//' <<<"$want" | sort)" ]; then
+			echo "FAIL get_maintainer.pl: $(basename "$f") is not addressed as it says"
+			fail=1
+		fi
+	done
+done
+if git -C "$tree" diff --quiet series --; then
+	echo "ok   the fixes, then the feature, give the series tree"
+else
+	echo "FAIL the series applied from the mailboxes differ from the series tree"
+	fail=1
 fi
 
 # Objects of the .c files the whole series touches, built with W=1 and

@@ -7,8 +7,9 @@
 pkgs=(
 	# kernel build
 	build-essential flex bison bc libelf-dev libssl-dev dwarves ccache cpio kmod python3 git
-	# checks on the series (checkpatch's SPDX check needs ply and GitPython)
-	sparse python3-ply python3-git
+	# checks on the series (checkpatch's SPDX check needs ply and GitPython;
+	# b4 takes each series from a mailbox as its recipients would)
+	sparse python3-ply python3-git b4
 	# BPF selftests
 	clang-22 llvm-22 lld-22 rsync openssl libcap-dev libzstd-dev zlib1g-dev pkg-config
 	# the stress harness (tests/stress)

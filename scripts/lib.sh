@@ -135,6 +135,28 @@ series_patches() {
 	done
 }
 
+# git am needs a committer; a machine without a git identity gets the
+# base's placeholder (authors come from the patches).
+am_committer() {
+	git -C "$SERIES_TREE" var GIT_COMMITTER_IDENT >/dev/null 2>&1 && return
+	while read -r kv; do
+		case $kv in GIT_COMMITTER_NAME=* | GIT_COMMITTER_EMAIL=*) export "${kv?}" ;; esac
+	done <<<"$GIT_BASE_ENV"
+}
+
+# recipients KIND PATCH...: the addresses scripts/get_maintainer.pl gives
+# for the patches, one a line, as git format-patch options: KIND "to" for
+# the maintainers, "cc" for the reviewers and the mailing lists (as
+# b4 prep --auto-to-cc sorts them).
+recipients() {
+	local kind=$1 sel=(--m --no-r --no-l)
+	shift
+	[ "$kind" = to ] || sel=(--no-m --r --l)
+	(cd "$SERIES_TREE" && scripts/get_maintainer.pl --no-rolestats --no-git \
+		--no-git-fallback --no-multiline --separator=$'\n' "${sel[@]}" "$@" 2>/dev/null) |
+		sed "s/^/--$kind=/"
+}
+
 # stage_stress DIR: build the stress harness (tests/stress) and copy it, with
 # its BPF object, to DIR. The guest runs that copy: a rebuild meanwhile
 # cannot change it, and the results keep the binary that produced them.

@@ -85,15 +85,6 @@ import_base() {
 	git -C "$SERIES_TREE" worktree add -q --detach "$VANILLA_TREE" base
 }
 
-# git am needs a committer; a machine without a git identity gets the
-# base's placeholder (authors come from the patches).
-am_committer() {
-	git -C "$SERIES_TREE" var GIT_COMMITTER_IDENT >/dev/null 2>&1 && return
-	while read -r kv; do
-		case $kv in GIT_COMMITTER_NAME=* | GIT_COMMITTER_EMAIL=*) export "${kv?}" ;; esac
-	done <<<"$GIT_BASE_ENV"
-}
-
 apply_series() {
 	local series
 	mapfile -t series < <(series_patches)
@@ -143,19 +134,6 @@ last_fix() {
 		last=$c
 	done
 	echo "$last"
-}
-
-# recipients KIND PATCH...: the addresses scripts/get_maintainer.pl gives
-# for the patches, one a line, as git format-patch options: KIND "to" for
-# the maintainers, "cc" for the reviewers and the mailing lists (as
-# b4 prep --auto-to-cc sorts them).
-recipients() {
-	local kind=$1 sel=(--m --no-r --no-l)
-	shift
-	[ "$kind" = to ] || sel=(--no-m --r --l)
-	(cd "$SERIES_TREE" && scripts/get_maintainer.pl --no-rolestats --no-git \
-		--no-git-fallback --no-multiline --separator=$'\n' "${sel[@]}" "$@" 2>/dev/null) |
-		sed "s/^/--$kind=/"
 }
 
 # export_one DIR PREFIX RANGE: write RANGE as patches/DIR with its cover
