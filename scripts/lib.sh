@@ -169,5 +169,6 @@ stage_stress() {
 # accelerates them with (bench/sockredir), copied to DIR as stage_stress does.
 stage_apps() {
 	make -s -C "$TOP/bench" O="$BUILD/bench/tools"
+	gcc -O2 -g -Wall -Wextra -Werror -o "$1/blocking" "$TOP/tests/apps/blocking.c" -lpthread
 	cp "$BUILD/bench/tools/sockredir" "$TOP/tests/apps/apps_check.py" "$1"/
 }

@@ -14,6 +14,10 @@ ingress; Debian's own servers and clients then run in that cgroup:
             with sendfile on and one with sendfile off, each compared by
             sha256; then through nginx as a reverse proxy to the first
             (two accelerated hops per request)
+  blocking  tests/apps/blocking.c: request/response between two processes
+            on blocking sockets (64 B with TCP_NODELAY, 4 KB without,
+            --rounds round trips each), and a full-duplex pair with a reader
+            and a writer thread on each end; no read() or write() may fail
 
 Each check also proves that its bytes took the sockmap path: the sk_msg
 program redirected at least the payload (twice it for redis, whose values
@@ -37,6 +41,7 @@ import time
 CG = "/sys/fs/cgroup/apps-sockmap"
 HOST = "127.0.0.1"
 REDIS_PORT, NGINX_PORTS = 6390, {"sendfile": 8081, "copy": 8082, "proxy": 8083}
+BLOCKING_PORT = 7101
 KIB, MIB = 1024, 1024 * 1024
 # Loopback bytes allowed in a redirected check: handshakes, FINs, and what a
 # socket sends before both ends are in the sockhash (a server's greeting).
@@ -116,6 +121,33 @@ def proven(red, name, fn, hops):
         problems.append(f"{lo} B on loopback: not (all) redirected")
     report(name, not problems, "; ".join(problems + [details]) +
            f"; redirected {redirected} B, loopback {lo} B")
+
+
+# ---- blocking readers and writers ----
+
+def blocking(tools, port, *args):
+    """Returns fn() for proven(): tools/blocking MODE PORT ARGS... in the
+    cgroup, (payload bytes, details) from its JSON line."""
+    def fn():
+        r = subprocess.run([os.path.join(tools, "blocking"), args[0], str(port), *args[1:]],
+                           preexec_fn=enter_cgroup, timeout=3600, capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"exit {r.returncode}: {r.stderr.strip()}")
+        out = json.loads(r.stdout)
+        what = f"{out['rounds']} round trips" if out["rounds"] else f"{out['bytes']} B"
+        return out["bytes"], f"{what} in {out['seconds']:.1f} s"
+    return fn
+
+
+def blocking_checks(red, tools, rounds):
+    checks = ((f"blocking request/response, 64 B, TCP_NODELAY, {rounds} rounds",
+               ("rr", "64", str(rounds), "nodelay")),
+              (f"blocking request/response, 4 KB, no TCP_NODELAY, {rounds} rounds",
+               ("rr", "4096", str(rounds), "plain")),
+              ("blocking full duplex, a reader and a writer thread each end, 2 x 64 MB",
+               ("duplex", str(64 * MIB))))
+    for i, (name, args) in enumerate(checks):
+        proven(red, name, blocking(tools, BLOCKING_PORT + i, *args), hops=1)
 
 
 # ---- redis ----
@@ -237,6 +269,8 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--keys", type=int, default=400, help="redis values")
     ap.add_argument("--max-file", type=int, default=64, help="largest nginx file, MB")
+    ap.add_argument("--rounds", type=int, default=100000,
+                    help="round trips of each blocking request/response check")
     args = ap.parse_args()
     print(f"apps: seed {args.seed}", flush=True)
     for tool in ("redis-server", "nginx", "curl"):
@@ -272,6 +306,7 @@ def main():
             errors = [line.strip() for line in f
                       if any(level in line for level in ("[alert]", "[crit]", "[emerg]"))]
         report("nginx error log clean", not errors, errors[0] if errors else "no alert")
+        blocking_checks(red, args.tools, args.rounds)
     finally:
         red.close()
         shutil.rmtree(w, ignore_errors=True)
