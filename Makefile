@@ -14,7 +14,8 @@ S := scripts
 bzimage = "$$(bash -c '. $(S)/lib.sh && out_for $(VARIANT) $(CONFIG)')/arch/x86/boot/bzImage"
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
-	compare compare-all check-all series-check apps tests stress bench results-md clean
+	compare compare-all check-all series-check apps tests stress bench results-md lint \
+	clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -107,6 +108,11 @@ bench: deps tree
 results-md:
 	$(S)/bench-report.py --results-md results/ > docs/results.md.tmp
 	mv docs/results.md.tmp docs/results.md
+
+## lint           no function in scripts/ or guest/ over 120 lines, no source
+##                file in scripts/, guest/, bench/ or tests/ over 800
+lint:
+	$(S)/check-size.py
 
 ## deps           install the Debian packages the tests need (root);
 ##                make bench adds the benchmark's
