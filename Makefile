@@ -14,7 +14,8 @@ S := scripts
 bzimage = "$$(bash -c '. $(S)/lib.sh && out_for $(VARIANT) $(CONFIG)')/arch/x86/boot/bzImage"
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
-	compare compare-all check-all series-check apps tests stress bench clean
+	compare compare-all check-all series-check apps tests stress bench results-md lint \
+	clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -100,6 +101,18 @@ bench: deps tree
 	$(S)/bench.sh $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) $(if $(REPS),--reps $(REPS)) \
 		$(if $(filter command line,$(origin CONFIG)),--config $(CONFIG)) \
 		$(if $(VARIANTS),--variants "$(VARIANTS)")
+
+## results-md     docs/results.md from results/: a section for each run,
+##                its tables rendered from its raw data, with the text of its
+##                NOTE.md (scripts/bench-report.py --results-md)
+results-md:
+	$(S)/bench-report.py --results-md results/ > docs/results.md.tmp
+	mv docs/results.md.tmp docs/results.md
+
+## lint           no function in scripts/ or guest/ over 120 lines, no source
+##                file in scripts/, guest/, bench/ or tests/ over 800
+lint:
+	$(S)/check-size.py
 
 ## deps           install the Debian packages the tests need (root);
 ##                make bench adds the benchmark's
