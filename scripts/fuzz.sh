@@ -48,7 +48,7 @@ mkdir -p "$top"
 # run_one N KERNEL TESTER-ARGS...: boot KERNEL, run the tester; results in
 # $top/kN. Returns the summary's status.
 run_one() {
-	local n=$1 kernel=$2 results=$top/k$1 vm_rc=0 budget
+	local kernel=$2 results=$top/k$1 vm_rc=0 budget
 	shift 2
 	mkdir -p "$results"
 	stage_fuzz "$results"

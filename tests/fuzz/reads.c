@@ -201,9 +201,10 @@ static bool judge(struct fsock *r, ssize_t n, int err, bool peek, const char *ho
 static void hang(struct fsock *r, const struct expect *e, const char *what, double took,
 		 int timeout)
 {
-	if (took < timeout * 0.8 && r->verdict_prog && !e->ing && (e->tcp || e->held))
-		note_known("verdict-eagain", "slot %d: %s: EAGAIN after %.0f ms with %llu TCP bytes "
-			   "due", r->slot, what, took, (unsigned long long)(e->tcp + e->held));
+	if (took < timeout * 0.8 && r->verdict_prog)
+		note_known("verdict-eagain", "slot %d: %s: EAGAIN after %.0f ms with %llu "
+			   "redirected and %llu TCP bytes due", r->slot, what, took,
+			   (unsigned long long)e->ing, (unsigned long long)(e->tcp + e->held));
 	else if (took < timeout * 0.8)
 		fail("early-eagain", "slot %d: %s returned EAGAIN after %.0f of %d ms", r->slot, what,
 		     took, timeout);
