@@ -14,19 +14,21 @@ S := scripts
 bzimage = "$$(bash -c '. $(S)/lib.sh && out_for $(VARIANT) $(CONFIG)')/arch/x86/boot/bzImage"
 
 .PHONY: help deps tree export kernel kernels selftests check check-vanilla \
-	compare compare-all check-all series-check apps tests stress bench results-md lint \
-	clean
+	compare compare-all check-all series-check apps tests stress fuzz bench results-md \
+	lint clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## check          the test run: deps, debug kernel with the series, sockmap
 ##                selftests, the real-application check, then a stress run (DURATION=secs, default 120;
-##                SEED=n) in the VM with the splat scan; one summary line
+##                SEED=n) and the sequence tester (the seeds of tests/fuzz/check-seeds,
+##                one random seed, the kept regression lists) in the VM with the splat
+##                scan; one summary line
 check: deps tree
 	$(S)/build-kernel.sh debug patched
 	$(S)/build-selftests.sh debug patched
-	APPS=1 STRESS=$(or $(DURATION),120) STRESS_SEED=$(SEED) \
+	APPS=1 STRESS=$(or $(DURATION),120) STRESS_SEED=$(SEED) FUZZ=1 \
 		$(S)/run-selftests.sh debug patched sockmap
 
 ## apps           the real-application check alone (redis, nginx through
@@ -84,6 +86,19 @@ stress: deps $(if $(KERNEL),,tree)
 	$(S)/stress.sh --kernel $(or $(KERNEL),$(bzimage)) \
 		$(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED)) \
 		$(if $(FAIL_ALLOC),-- --fail-alloc $(FAIL_ALLOC))
+
+## fuzz           the sequence tester (tests/fuzz) in the VM on the
+##                CONFIG/VARIANT kernel (default debug/patched), or KERNEL=bzImage:
+##                the kept regression lists, then random seeds for DURATION=secs
+##                (default 120) or SEED=n alone; a failing seed is reduced to a
+##                short operation list; VARIANTS="vanilla patched": differential,
+##                the same seeds on both kernels, their traces compared
+fuzz: deps $(if $(KERNEL),,tree)
+	$(if $(KERNEL),,for v in $(or $(VARIANTS),$(VARIANT)); do \
+		$(S)/build-kernel.sh $(CONFIG) $$v || exit 1; done)
+	$(S)/fuzz.sh $(if $(KERNEL),--kernel $(KERNEL),$(foreach v,$(or $(VARIANTS),$(VARIANT)),\
+		--kernel "$$(bash -c '. $(S)/lib.sh && out_for $(v) $(CONFIG)')/arch/x86/boot/bzImage")) \
+		$(if $(DURATION),--duration $(DURATION)) $(if $(SEED),--seed $(SEED))
 
 ## bench          vanilla vs patched benchmark (bench kernels, booted
 ##                alternately): results/<date>/; QUICK=1: one size, one

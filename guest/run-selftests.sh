@@ -4,11 +4,15 @@
 #                  the selftests); then, given ARGS, the stress harness
 #                  with ARGS from RESULTS_DIR (where the host put it);
 #                  the real-application check first if the host put it
-#                  there too
+#                  there too, the sequence tester last (its arguments in
+#                  RESULTS_DIR/fuzz.args, one a line) if the host put it
+#                  there
 #         apps     the real-application check (tests/apps) alone
 #         all      the whole of test_progs; ARGS: see below
 #         stress   the sockmap stress harness (DIR: its build, see
 #                  tests/stress) with ARGS
+#         fuzz     the sequence tester (DIR: its build, see tests/fuzz)
+#                  with ARGS
 # Each program's output goes to RESULTS_DIR/<program>.log and to the console;
 # its exit status to RESULTS_DIR/<program>.status. The host summarises.
 set -u
@@ -41,6 +45,11 @@ sockmap)
 	run test_progs ./test_progs -w 600 -t "$SOCKMAP_TESTS" ${SOCKMAP_SKIP:+-b "$SOCKMAP_SKIP"}
 	[ ! -e "$results/apps_check.py" ] || run apps "$results/apps_check.py" --tools "$results"
 	[ $# -eq 0 ] || run stress "$results/sockmap_stress" "$@"
+	if [ -e "$results/fuzz.args" ]; then
+		# One argument a line; paths hold no white space (vm-run.sh).
+		# shellcheck disable=SC2046
+		run fuzz "$results/sockmap_fuzz" $(cat "$results/fuzz.args")
+	fi
 	;;
 all)
 	# ARGS: a directory with the test modules (bpf_testmod.ko and the
@@ -63,6 +72,9 @@ apps)
 	;;
 stress)
 	run stress ./sockmap_stress "$@"
+	;;
+fuzz)
+	run fuzz ./sockmap_fuzz "$@"
 	;;
 *)
 	echo "unknown suite $suite" >&2

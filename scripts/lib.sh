@@ -165,6 +165,28 @@ stage_stress() {
 	cp "$BUILD/stress/sockmap_stress" "$BUILD/stress/sockmap_stress.bpf.o" "$1"/
 }
 
+# stage_fuzz DIR: build the sequence tester (tests/fuzz) and copy it, with
+# its BPF object and the kept regression lists (DIR/regressions), to DIR,
+# as stage_stress does.
+stage_fuzz() {
+	make -s -C "$TOP/tests/fuzz" O="$BUILD/fuzz"
+	cp "$BUILD/fuzz/sockmap_fuzz" "$BUILD/fuzz/sockmap_fuzz.bpf.o" "$1"/
+	mkdir -p "$1/regressions"
+	cp "$TOP"/tests/fuzz/regressions/*.ops "$1/regressions/" 2>/dev/null || true
+}
+
+# fuzz_check_args DIR: the tester's arguments in make check (one a line):
+# the seeds of tests/fuzz/check-seeds, one random seed, the regression
+# lists, traces and reduced lists in DIR.
+fuzz_check_args() {
+	local s
+	for s in $(grep -o '^[0-9]*' "$TOP/tests/fuzz/check-seeds"); do
+		printf -- '--seed\n%s\n' "$s"
+	done
+	printf -- '--seeds\n1\n--regressions\n%s\n--trace-dir\n%s\n--reduce\n--reduce-time\n120\n--reduce-out\n%s\n' \
+		"$1/regressions" "$1/fuzz-traces" "$1"
+}
+
 # stage_apps DIR: the real-application check (tests/apps) and the loader it
 # accelerates them with (bench/sockredir), copied to DIR as stage_stress does.
 stage_apps() {

@@ -12,6 +12,8 @@
 # STRESS=SECS (sockmap suite): then run the stress harness (tests/stress)
 # for SECS in the same guest; STRESS_SEED=N replays a run. APPS=1 (sockmap
 # suite), or suite apps alone: the real-application check (tests/apps).
+# FUZZ=1 (sockmap suite): then the sequence tester (tests/fuzz) on the seeds
+# of tests/fuzz/check-seeds, one random seed and the kept regression lists.
 . "$(dirname "$0")/lib.sh"
 
 config=${1:?config}
@@ -52,6 +54,10 @@ if [ "$suite" = sockmap ] && [ "${STRESS:-0}" -gt 0 ]; then
 	stage_stress "$results"
 	guest_args=(--duration "$STRESS")
 	[ -z "${STRESS_SEED:-}" ] || guest_args+=(--seed "$STRESS_SEED")
+fi
+if [ "$suite" = sockmap ] && [ -n "${FUZZ:-}" ]; then
+	stage_fuzz "$results"
+	fuzz_check_args "$results" >"$results/fuzz.args"
 fi
 if [ "$suite" = apps ] || { [ "$suite" = sockmap ] && [ -n "${APPS:-}" ]; }; then
 	stage_apps "$results"

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Summarise selftest logs from a VM run: selftests-summary.py RESULTS_DIR
 
-Reads test_sockmap.log, test_progs.log, apps.log and stress.log (whichever exist),
-prints one line per test unit that did not pass, a table of counts per
-program, and a final 'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
+Reads test_sockmap.log, test_progs.log, apps.log, stress.log and fuzz.log
+(whichever exist), prints one line per test unit that did not pass, a
+table of counts per program, and a final 'N passed, N failed, N skipped' line. Exits 1 if anything failed, if a
 program exited non-zero, or if a log is missing or holds no result.
 The guest kernel log is one more unit: it fails on any splat (see
 splat-scan.sh) or if the guest did not save it.
@@ -25,6 +25,8 @@ PROGS_TEST = re.compile(r"^#\s*\d+\s+(\S+):(OK|SKIP|FAIL)")
 SOCKMAP = re.compile(r"^#\s*\d+/\s*\d+\s+(\S.*):(OK|FAIL)\s*$")
 # tests/stress: "stress: bytes verified: OK  # 16 streams, ..."
 STRESS = re.compile(r"^stress: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
+# tests/fuzz: "fuzz: sequences: OK  # 9 sequences ..."
+FUZZ = re.compile(r"^fuzz: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
 # tests/apps: "apps: nginx sendfile on, files verified: OK  # ..."
 APPS = re.compile(r"^apps: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
 
@@ -62,7 +64,7 @@ def by_line(regex):
 
 
 PARSERS = {"test_sockmap": by_line(SOCKMAP), "test_progs": parse_test_progs,
-           "apps": by_line(APPS), "stress": by_line(STRESS)}
+           "apps": by_line(APPS), "stress": by_line(STRESS), "fuzz": by_line(FUZZ)}
 
 
 def main():
