@@ -8,10 +8,14 @@
  *
  * With redirect = false (set by the loader before load) the sockets still go
  * into the sockhash and every message still runs the sk_msg program, which
- * then passes it on to TCP: sockmap in use, but nothing redirected.
+ * then passes it on to TCP: sockmap in use, but nothing redirected. The
+ * loader may also leave the sk_msg program out (the sockets in the sockhash
+ * with no program on their data) or attach pass_skb instead, a stream
+ * verdict that passes every skb the sockets receive to them.
  *
  * Counters, per sending side (the connecting or the accepting socket) and
- * outcome, prove what happened to every byte.
+ * outcome, prove what happened to every byte; inserted counts the sockets
+ * put into the sockhash.
  */
 #include <stdbool.h>
 #include <linux/bpf.h>
@@ -22,6 +26,9 @@
 #define AF_INET 2
 
 const volatile bool redirect = true;
+
+/* Sockets the sockops program put into the sockhash so far. */
+__u64 inserted;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SOCKHASH);
@@ -69,7 +76,8 @@ int add_established(struct bpf_sock_ops *skops)
 	key.remote_ip4 = skops->remote_ip4;
 	key.local_port = skops->local_port;
 	key.remote_port = bpf_ntohl(skops->remote_port);
-	bpf_sock_hash_update(skops, &flows, &key, BPF_NOEXIST);
+	if (!bpf_sock_hash_update(skops, &flows, &key, BPF_NOEXIST))
+		__sync_fetch_and_add(&inserted, 1);
 	return 1;
 }
 
@@ -97,6 +105,25 @@ int redirect_to_peer(struct sk_msg_md *msg)
 	if (c) {
 		c->msgs++;
 		c->bytes += msg->size;
+	}
+	return SK_PASS;
+}
+
+/*
+ * An sk_skb stream verdict on the sockhash, alone (no sk_msg program): each
+ * skb a socket of the sockhash receives passes to that socket, its bytes
+ * counted as passed. Which side sent it is not looked up: "unknown".
+ */
+SEC("sk_skb/stream_verdict")
+int pass_skb(struct __sk_buff *skb)
+{
+	__u32 idx = ROLE_UNKNOWN * NR_OUTCOMES + OUTCOME_PASSED;
+	struct counter *c;
+
+	c = bpf_map_lookup_elem(&counters, &idx);
+	if (c) {
+		c->msgs++;
+		c->bytes += skb->len;
 	}
 	return SK_PASS;
 }

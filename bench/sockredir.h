@@ -15,7 +15,8 @@ struct flow_key {
 enum role { ROLE_CONNECTED, ROLE_ACCEPTED, ROLE_UNKNOWN, NR_ROLES };
 enum outcome { OUTCOME_REDIRECTED, OUTCOME_PASSED, NR_OUTCOMES };
 
-/* Messages the sk_msg program saw, and their bytes (msg->size). */
+/* Messages the sk_msg program saw, and their bytes (msg->size); or the skbs
+ * the sk_skb verdict saw, and theirs (skb->len). */
 struct counter {
 	__u64 msgs;
 	__u64 bytes;

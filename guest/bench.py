@@ -17,7 +17,10 @@ wrk against nginx serving a small page (requests/s, latency percentiles).
 Systems: "sockmap" runs in a cgroup with tools/sockredir attached (every
 message redirected to the peer's ingress), "tcp" in one without BPF (plain
 loopback TCP), "uds" over Unix sockets; the many-flow check runs "nobpf" and
-"pass" (sockets in the sockhash, sk_msg program runs, nothing redirected).
+"pass" (sockets in the sockhash, sk_msg program runs, nothing redirected),
+and the sockets that do not redirect ("nonredir", sockperf ping-pong) those
+two, "nomsg" (sockets in the sockhash, no program on their data) and "skb"
+(sockets in the sockhash, an sk_skb stream verdict passes every skb).
 
 Each measurement proves its path: loopback counters and the BPF counters of
 redirected and passed bytes are read around it and checked against the bytes
@@ -47,28 +50,34 @@ IPERF_SIZES = [64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB, 64 * KIB
                256 * KIB]
 LATENCY_SIZES = [64, 128, 256, 512, 1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB, 63 * KIB]
 STREAM_SIZES = [64, 256, 1 * KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB]
+# Sockets that do not redirect: sockperf ping-pong, counted.
+NONREDIR_SIZES = [64, 4 * KIB]
 # redis-benchmark: requests per run, by pipeline depth (-P), for about as
 # many seconds as the other workloads take on the bench kernels.
 REDIS_REQUESTS = {1: 10000, 16: 100000}
 PLANS = {
     # seconds per measurement and sizes, per mode
     "quick": dict(iperf_sizes=[64], latency_sizes=[64], iperf_s=3, latency_s=3,
-                  stream_sizes=[64], stream_s=3,
+                  stream_sizes=[64], stream_s=3, nonredir_sizes=[64],
                   bench_s=3, flows=200, flows_s=3, syscalls=0,
                   redis_sizes=[64], redis_scale=0.2, redis_clients=4, wrk_s=3),
+    # Sockets that do not redirect are measured counted only: the timed
+    # boots cannot see what they are about, a fraction of a percent.
     "full": dict(iperf_sizes=IPERF_SIZES, latency_sizes=LATENCY_SIZES, iperf_s=5, latency_s=5,
-                 stream_sizes=STREAM_SIZES, stream_s=3,
+                 stream_sizes=STREAM_SIZES, stream_s=3, nonredir_sizes=[],
                  bench_s=5, flows=500, flows_s=5, syscalls=0,
                  redis_sizes=[64, 4 * KIB], redis_scale=1, redis_clients=4, wrk_s=5),
     # Under scripts/vm-run.sh --icount, where a second of guest time is 10^9
     # instructions of either vCPU: the full sizes, one second each, and no
-    # bench or many-flow runs (nothing there that the rest does not show);
-    # but the instructions of each send() and recv() (pingpong solo), which
-    # only make sense counted. redis-benchmark with one client: with several,
-    # how their requests interleave differs from boot to boot even counted.
+    # bench run (nothing there that the rest does not show); but the
+    # instructions of each send() and recv() (pingpong solo), and of a
+    # transaction of sockets that do not redirect (nonredir, many flows),
+    # which only make sense counted. redis-benchmark with one client: with
+    # several, how their requests interleave differs from boot to boot even
+    # counted.
     "icount": dict(iperf_sizes=IPERF_SIZES, latency_sizes=LATENCY_SIZES, iperf_s=1,
-                   stream_sizes=STREAM_SIZES, stream_s=1,
-                   latency_s=1, bench_s=0, flows=0, flows_s=0, syscalls=20000,
+                   stream_sizes=STREAM_SIZES, stream_s=1, nonredir_sizes=NONREDIR_SIZES,
+                   latency_s=1, bench_s=0, flows=500, flows_s=1, syscalls=20000,
                    redis_sizes=[64], redis_scale=1, redis_clients=1, wrk_s=1),
 }
 # Each workload, and the plan entries that leave it out (bench.sh --only).
@@ -76,6 +85,7 @@ WORKLOADS = {
     "iperf3": dict(iperf_sizes=[]), "stream": dict(stream_sizes=[]),
     "sockperf": dict(latency_sizes=[]), "redis": dict(redis_sizes=[]), "wrk": dict(wrk_s=0),
     "syscall": dict(syscalls=0), "bench": dict(bench_s=0), "manyflow": dict(flows=0),
+    "nonredir": dict(nonredir_sizes=[]),
 }
 WRK_CONNECTIONS, WRK_PAGE = 4, 1 * KIB
 SENDER_CPU, RECEIVER_CPU = "0", "1"
@@ -191,23 +201,32 @@ def lo_counters():
 
 
 class Redirector:
-    """tools/sockredir attached to CG_SOCKMAP; stats() reads its counters."""
+    """tools/sockredir attached to CG_SOCKMAP; stats() reads its counters.
+    SHAPE, one of its options ("pass", "no-msg", "skb"), says what runs on
+    the data of the sockets in its sockhash; by default every message is
+    redirected to the peer's ingress."""
 
-    def __init__(self, tools, passthrough=False):
-        cmd = [tools + "/sockredir"] + (["--pass"] if passthrough else []) + [CG_SOCKMAP]
+    def __init__(self, tools, shape=None):
+        cmd = [tools + "/sockredir"] + ([f"--{shape}"] if shape else []) + [CG_SOCKMAP]
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True)
         if self.p.stdout.readline() != "ready\n":
             raise BenchError(f"{cmd} failed to attach (exit {self.p.wait()})")
 
-    def stats(self):
-        self.p.stdin.write("stats\n")
+    def ask(self, command):
+        self.p.stdin.write(command + "\n")
         self.p.stdin.flush()
         line = self.p.stdout.readline()
         if not line:
             raise BenchError("sockredir died")
-        s = json.loads(line)
-        return {o: sum(s[r][o]["bytes"] for r in s) for o in ("redirected", "passed")}
+        return json.loads(line)
+
+    def stats(self):
+        """Bytes redirected and passed, and the sockets put into the sockhash."""
+        s = self.ask("stats")
+        out = {o: sum(s[r][o]["bytes"] for r in s) for o in ("redirected", "passed")}
+        out["sockets"] = self.ask("sockets")["inserted"]
+        return out
 
     def close(self):
         self.p.stdin.close()
@@ -233,7 +252,8 @@ def checked(system, workload, redirector, rec):
     proof = {"lo_tx_bytes": lo1["tx_bytes"] - lo0["tx_bytes"],
              "lo_tx_packets": lo1["tx_packets"] - lo0["tx_packets"]}
     if bpf0:
-        proof.update({f"bpf_{k}_bytes": bpf1[k] - bpf0[k] for k in bpf0})
+        proof.update({f"bpf_{k}_bytes": bpf1[k] - bpf0[k] for k in ("redirected", "passed")})
+        proof["bpf_sockets"] = bpf1["sockets"] - bpf0["sockets"]
     rec["proof"] = proof
     problems = []
     if payload <= 0:
@@ -250,9 +270,22 @@ def checked(system, workload, redirector, rec):
             problems.append("less traffic on lo than payload: not plain TCP")
         if bpf0 and proof["bpf_redirected_bytes"] + proof["bpf_passed_bytes"]:
             problems.append("BPF saw traffic of the BPF-free cgroup")
-    elif system == "pass":
-        if proof["bpf_passed_bytes"] < payload or proof["bpf_redirected_bytes"]:
+    elif system in ("pass", "skb", "nomsg"):
+        # In the sockhash, nothing redirected: the sk_msg program (pass) or
+        # the sk_skb verdict (skb) passed every byte, or with no program on
+        # their data (nomsg) nothing counted any, and the sockets did enter
+        # the sockhash (both ends of every flow); lo carried it all.
+        if system == "pass" and (proof["bpf_passed_bytes"] < payload
+                                 or proof["bpf_redirected_bytes"]):
             problems.append("sk_msg program did not pass every byte")
+        if system == "skb" and (proof["bpf_passed_bytes"] < payload
+                                or proof["bpf_redirected_bytes"]):
+            problems.append("sk_skb verdict did not pass every byte")
+        if system == "nomsg":
+            if proof["bpf_redirected_bytes"] + proof["bpf_passed_bytes"]:
+                problems.append("BPF counted bytes with no program on the sockets' data")
+            if proof["bpf_sockets"] < 2 * rec.get("flows", 1):
+                problems.append("fewer sockets entered the sockhash than the flows have ends")
         if proof["lo_tx_bytes"] < payload:
             problems.append("less traffic on lo than payload")
     elif system in ("uds", "bench-sockmap"):
@@ -595,13 +628,31 @@ def manyflow(tools, plan, measure):
     measure("manyflow", "nobpf", 64,
             lambda: pingpong(tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
                              CG_PLAIN, plan["flows"]), flows=plan["flows"])
-    red = Redirector(tools, passthrough=True)
+    red = Redirector(tools, "pass")
     try:
         measure("manyflow", "pass", 64,
                 lambda: pingpong(tools, f"{HOST}:{next_port()}", 64, plan["flows_s"],
                                  CG_SOCKMAP, plan["flows"]), red, flows=plan["flows"])
     finally:
         red.close()
+
+
+def nonredir(tools, plan, measure):
+    """Sockets that do not redirect, sockperf ping-pong as the counted
+    latency table has it: plain TCP without BPF, then sockets in the
+    sockhash with no program on their data, with the sk_msg program passing
+    every message, with an sk_skb verdict alone passing every skb."""
+    for system, shape in (("nobpf", None), ("nomsg", "no-msg"), ("pass", "pass"),
+                          ("skb", "skb")):
+        red = Redirector(tools, shape) if shape else None
+        cg = CG_SOCKMAP if red else CG_PLAIN
+        try:
+            for size in plan["nonredir_sizes"]:
+                measure("nonredir", system, size,
+                        lambda: sockperf(size, plan["latency_s"], cg), red)
+        finally:
+            if red:
+                red.close()
 
 
 def main():
@@ -691,6 +742,8 @@ def main():
         red.close()
     if plan["flows"]:
         manyflow(args.tools, plan, measure)
+    if plan["nonredir_sizes"]:
+        nonredir(args.tools, plan, measure)
 
     doc["elapsed_s"] = time.monotonic() - T0
     with open(args.out + ".tmp", "w") as f:

@@ -22,8 +22,9 @@
 # booted as vanilla is, its splats recorded. CI runs the quick mode on
 # debug/patched: a smoke test of the benchmark on the kernel it already has.
 # --only runs only the workloads named (comma-separated: iperf3, stream,
-# sockperf, redis, wrk, syscall, bench, manyflow; see guest/bench.py), in
-# every boot: more repetitions of one comparison in the same time.
+# sockperf, redis, wrk, syscall, bench, manyflow, nonredir; see
+# guest/bench.py), in every boot: more repetitions of one comparison in the
+# same time.
 # --icount-only runs only the instruction-counted boots, into DIR, a full
 # run's directory that has its timed boots, and writes its report again:
 # for a run whose counted boots failed.

@@ -2,6 +2,7 @@
 DIR/icount/*.json (one per boot, from guest/bench.py), their statistics
 and how the kernels compare, for scripts/bench-report.py.
 """
+import functools
 import glob
 import json
 import math
@@ -82,6 +83,30 @@ def paired(a, b):
 def fmt_change(a, b):
     r, sd = ratio(a, b)
     return f"{(r - 1) * 100:+.1f}%" if a.n < 2 else f"{(r - 1) * 100:+.1f}% ±{sd * 100:.1f}"
+
+
+# Sockets that do not redirect, counted (Run.nonredir): each system of
+# guest/bench.py's nonredir workload and its row's name, and what the
+# series may add to their instructions per transaction, in percent.
+NONREDIR = (("nobpf", "no BPF, the control"), ("nomsg", "in a sockhash, no program"),
+            ("pass", "in a sockhash, sk_msg passes"),
+            ("skb", "in a sockhash, sk_skb verdict alone"))
+NONREDIR_BUDGET = 0.3
+
+
+def change_pct(row, a, b):
+    """b/a - 1 in percent of a Run.nonredir row's Stats, or None without
+    both kernels."""
+    return (ratio(row[a], row[b])[0] - 1) * 100 if a in row and b in row else None
+
+
+def fmt_pct(change):
+    return "missing" if change is None else f"{change:+.2f}%"
+
+
+def within_budget(change):
+    """Whether a change_pct() meets NONREDIR_BUDGET, as a cell."""
+    return "" if change is None else "yes" if change <= NONREDIR_BUDGET else "**no**"
 
 
 # The real servers' workloads (guest/bench.py) and their rates, which the
@@ -245,6 +270,26 @@ class Run:
     def flows(self):
         """How many connections the many-flow workload ran, if it ran."""
         return self.first["plan"]["flows"] if "manyflow" in self.ran else 0
+
+    @functools.cached_property
+    def nonredir(self):
+        """The instruction-counted rows of sockets that do not redirect, each
+        (name, {kernel: Stat of instructions per transaction}): the nonredir
+        workload's sockperf ping-pong by size (a round trip is twice its
+        RTT/2, and a ns an instruction), then the many-flow ping-pong (10^9
+        over transactions per second), where the counted boots ran them."""
+        def per(workload, system, size, metric, f):
+            st = {v: self.istat(workload, system, size, v, metric) for v in self.present}
+            return {v: Stat([f(x) for x in s.values]) for v, s in st.items() if s}
+        rows = [(f"sockperf {size_label(s)}, {system}: {name}",
+                 per("nonredir", system, s, "latency_us", lambda x: 2e3 * x))
+                for s in self.istat.sizes("nonredir") for system, name in NONREDIR]
+        if self.istat.sizes("manyflow"):
+            flows = self.icdocs[0]["plan"]["flows"]
+            rows += [(f"many flows ({flows}, 64), {system}: {name}",
+                      per("manyflow", system, 64, "tps", lambda x: 1e9 / x))
+                     for system, name in NONREDIR if system in ("nobpf", "pass")]
+        return rows
 
     def servers(self):
         """The real servers' measures that every kernel has, each as (label,
