@@ -25,6 +25,7 @@ NOTE.md, the main comparisons of every table (DIGEST). Links in a NOTE.md
 are written from docs/.
 """
 import glob
+import math
 import os
 import re
 import statistics
