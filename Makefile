@@ -23,7 +23,7 @@ help:
 ## check          the test run: deps, debug kernel with the series, sockmap
 ##                selftests, the real-application check, then a stress run (DURATION=secs, default 120;
 ##                SEED=n) and the sequence tester (the seeds of tests/fuzz/check-seeds,
-##                random seeds to 2 min, the kept regression lists) in the VM with the splat
+##                FUZZ_SECS=n: random seeds too, the kept regression lists) in the VM with the splat
 ##                scan; one summary line
 check: deps tree
 	$(S)/build-kernel.sh debug patched

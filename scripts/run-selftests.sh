@@ -13,8 +13,8 @@
 # for SECS in the same guest; STRESS_SEED=N replays a run. APPS=1 (sockmap
 # suite), or suite apps alone: the real-application check (tests/apps).
 # FUZZ=1 (sockmap suite): then the sequence tester (tests/fuzz) on the seeds
-# of tests/fuzz/check-seeds, random seeds until 2 minutes have passed and
-# the kept regression lists.
+# of tests/fuzz/check-seeds (FUZZ_SECS=n: random seeds up to n s) and the
+# kept regression lists.
 . "$(dirname "$0")/lib.sh"
 
 config=${1:?config}

@@ -290,6 +290,16 @@ static void op_insert(struct fsock *s, char *res, size_t len)
 	snprintf(res, len, "ok%s", s->msg_prog ? "" : " (no program)");
 }
 
+static bool tcp_pending(struct fsock *s)
+{
+	int i;
+
+	for (i = 0; i < s->nlanes; i++)
+		if (s->lanes[i].path == P_TCP && lane_pending(&s->lanes[i]))
+			return true;
+	return false;
+}
+
 static void op_delete(struct fsock *s, bool verdict, char *res, size_t len)
 {
 	uint32_t key = s->slot;
@@ -297,6 +307,14 @@ static void op_delete(struct fsock *s, bool verdict, char *res, size_t len)
 
 	if (!*in) {
 		snprintf(res, len, "skip:not-in-map");
+		return;
+	}
+	if (verdict && tcp_pending(s)) {
+		/* Known base fault: skbs the verdict took and nobody read
+		 * go with the psock, copied_seq stays behind them, and
+		 * tcp_recvmsg() warns ("TCP recvmsg seq # bug").
+		 */
+		snprintf(res, len, "skip:verdict-unread");
 		return;
 	}
 	if (bpf_map_delete_elem(verdict ? w.vsocks_fd : w.socks_fd, &key)) {
@@ -309,16 +327,6 @@ static void op_delete(struct fsock *s, bool verdict, char *res, size_t len)
 	if (!s->in_socks && !s->in_vsocks)
 		model_psock_gone(s);
 	snprintf(res, len, "ok");
-}
-
-static bool tcp_pending(struct fsock *s)
-{
-	int i;
-
-	for (i = 0; i < s->nlanes; i++)
-		if (s->lanes[i].path == P_TCP && lane_pending(&s->lanes[i]))
-			return true;
-	return false;
 }
 
 static void op_vinsert(struct fsock *s, char *res, size_t len)

@@ -225,13 +225,26 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 		     timeout);
 }
 
+/* The reader looked (model_looked()) with a read that began with @sig0
+ * signals counted. A read that pulls corked bytes and leaves some unread
+ * tells the reader of them, with the wake-up (and SIGIO) their arrival
+ * did not have: an O_ASYNC reader that got a signal meanwhile has been
+ * told again, and the series may hold back the next arrival's.
+ */
+static void looked(struct fsock *r, int sig0)
+{
+	model_looked(r);
+	if (r->async && sigs(r) != sig0)
+		r->told = true;
+}
+
 static void read_nb(struct fsock *r, size_t len, const struct expect *e, char *res, size_t rlen)
 {
+	int sig0 = sigs(r), err;
 	double took;
-	int err;
 	ssize_t n = rd(r, w.buf, len, 0, 0, &err, &took);
 
-	model_looked(r);
+	looked(r, sig0);
 	if (n < 0 && err == EAGAIN && e->ing) {
 		if (r->verdict_prog && (e->tcp || e->held || r->tcp_async_since_look))
 			/* Base: tcp_bpf_recvmsg_parser() returns EAGAIN while
@@ -249,7 +262,7 @@ static void read_nb(struct fsock *r, size_t len, const struct expect *e, char *r
 static void read_block(struct fsock *r, size_t len, const struct expect *e, char *res,
 		       size_t rlen)
 {
-	int timeout = e->ing ? RCVTIMEO_MS : TCP_WAIT_MS, err;
+	int timeout = e->ing ? RCVTIMEO_MS : TCP_WAIT_MS, err, sig0 = sigs(r);
 	double took;
 	ssize_t n;
 
@@ -260,7 +273,7 @@ static void read_block(struct fsock *r, size_t len, const struct expect *e, char
 		return;
 	}
 	n = rd(r, w.buf, len, 0, timeout, &err, &took);
-	model_looked(r);
+	looked(r, sig0);
 	if (n < 0 && err == EAGAIN)
 		hang(r, e, "blocking read", took, timeout);
 	judge(r, n, err, false, "data", res, rlen);
@@ -269,11 +282,11 @@ static void read_block(struct fsock *r, size_t len, const struct expect *e, char
 static void read_peek(struct fsock *r, size_t len, const struct expect *e, char *res,
 		      size_t rlen)
 {
+	int sig0 = sigs(r), err;
 	double took;
-	int err;
 	ssize_t n = rd(r, w.buf, len, MSG_PEEK, 0, &err, &took), m;
 
-	model_looked(r);
+	looked(r, sig0);
 	if (n < 0 && err == EAGAIN && e->ing)
 		fail("eagain", "slot %d: MSG_PEEK: EAGAIN with %llu redirected bytes due", r->slot,
 		     (unsigned long long)e->ing);
@@ -281,6 +294,7 @@ static void read_peek(struct fsock *r, size_t len, const struct expect *e, char 
 		return;
 	memcpy(w.buf2, w.buf, n);
 	m = rd(r, w.buf, n, 0, 0, &err, &took);
+	looked(r, sig0);
 	strncat(res, ", ", rlen - strlen(res) - 1);
 	if (m <= 0 || memcmp(w.buf, w.buf2, m)) {
 		fail("peek", "slot %d: read after a peek of %zd bytes: %zd (%s)%s", r->slot, n, m,
@@ -293,13 +307,13 @@ static void read_peek(struct fsock *r, size_t len, const struct expect *e, char 
 static void read_fionread(struct fsock *r, size_t len, const struct expect *e, char *res,
 			  size_t rlen)
 {
-	int v = -1;
+	int v = -1, sig0 = sigs(r);
 
 	if (ioctl(r->fd, FIONREAD, &v)) {
 		snprintf(res, rlen, "err:%s", errno_name(errno));
 		return;
 	}
-	model_looked(r);
+	looked(r, sig0);
 	if ((uint64_t)v < e->ing) {
 		fail("fionread", "slot %d: FIONREAD %d with %llu redirected bytes due", r->slot, v,
 		     (unsigned long long)e->ing);
