@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/socket.h>
 #include "fuzz.h"
 
 #define MAX_SEGS	64
@@ -239,6 +240,21 @@ static void simulate(struct fsock *s, uint64_t len, int flags, struct sim *m)
 	verdicts(s, m, start, len, false, len, flags);
 }
 
+/* Did @r hold its SO_RCVBUF of redirected bytes unread before the @len
+ * just added?
+ */
+static bool rcvbuf_full(struct fsock *r, uint64_t len)
+{
+	socklen_t sl = sizeof(int);
+	struct expect e;
+	int rcvbuf;
+
+	if (getsockopt(r->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &sl))
+		return false;
+	model_expect(r, &e);
+	return e.ing >= len && e.ing - len >= (uint64_t)rcvbuf;
+}
+
 static void deliver(struct fsock *s, const struct seg *g, uint64_t len)
 {
 	struct fsock *r = sock_by_uid(g->uid);
@@ -255,8 +271,13 @@ static void deliver(struct fsock *s, const struct seg *g, uint64_t len)
 		return;
 	}
 	/* A wake-up: TCP's rule (every arrival) and the series' (an
-	 * arrival for a reader that looked since it was last told).
+	 * arrival for a reader that looked since it was last told). As
+	 * TCP sends nothing into a closed window, an arrival for a reader
+	 * that holds its SO_RCVBUF of redirected bytes unread waits on the
+	 * backlog, and nothing moves to wake it for.
 	 */
+	if (rcvbuf_full(r, len))
+		return;
 	r->et_strict++;
 	r->sig_strict++;
 	if (!r->told && !(r->verdict_prog && r->tcp_async_since_look)) {
