@@ -124,13 +124,16 @@ ensure() {
 	write_stamp
 }
 
-# The last of the commits base..series that carry a Fixes: tag with every
-# commit before them: the fixes, which go to the bpf tree. Prints "base"
-# if the series starts with no fix.
+# The last of the fixes that start base..series, which go to the bpf
+# tree: commits that carry a Fixes: tag, and the selftests/bpf commits
+# that test them (after the first fix). Prints "base" if the series
+# starts with no fix.
 last_fix() {
 	local c last=base
 	for c in $(git -C "$SERIES_TREE" rev-list --reverse base..series); do
-		git -C "$SERIES_TREE" log -1 --format=%B "$c" | grep -q '^Fixes: ' || break
+		git -C "$SERIES_TREE" log -1 --format=%B "$c" | grep -q '^Fixes: ' ||
+			{ [ "$last" != base ] && git -C "$SERIES_TREE" log -1 --format=%s "$c" |
+				grep -q '^selftests/bpf: '; } || break
 		last=$c
 	done
 	echo "$last"
