@@ -13,7 +13,8 @@
 #   - with TESTS=1, every patch that changes the kernel passes the sockmap
 #     selftests: its bench kernel boots under QEMU and runs test_sockmap
 #     and test_progs' sockmap tests, the series' debug build of them (the
-#     tests the series adds only from the patch that adds them on)
+#     tests and subtests the series adds only from the patch that adds
+#     them on)
 # It works in its own worktree (build/linux-bisect), leaving the others be.
 . "$(dirname "$0")/lib.sh"
 
@@ -140,14 +141,14 @@ warnings() {
 # selftests COMMIT SUBJECT: boot COMMIT's bench kernel (just built) and run
 # the sockmap selftests in it; results in build/results/series-check/N-*.
 selftests() {
-	local tests=$SERIES_TREE/out-debug/selftests skip=''
+	local tests=$SERIES_TREE/out-debug/selftests skip
 	local results
 	results=$BUILD/results/series-check/$(git -C "$SERIES_TREE" rev-list --count "base..$1")-$(
 		git -C "$SERIES_TREE" log -1 --format=%f "$1")
-	# The guest's list, less the test the series adds until it is there.
-	git -C "$SERIES_TREE" cat-file -e \
-		"$1:tools/testing/selftests/bpf/prog_tests/sockmap_ingress_cork.c" 2>/dev/null ||
-		skip=sockmap_ingress_cork
+	# The guest's list, less the tests and subtests later patches add, as
+	# test_progs -b patterns (one kernel command line word: a blank
+	# becomes the wildcard).
+	skip=$(selftests_added "$1" series | tr ' ' '*' | paste -sd, -)
 	rm -rf "$results"
 	mkdir -p "$results"
 	log "selftests on: $2"

@@ -57,22 +57,16 @@ wait
 for v in "${variants[@]}"; do
 	tail -n 4 "$BUILD/results/run-$config-$suite-$v.log"
 done
-added=$(git -C "$SERIES_TREE" diff --name-only --diff-filter=A base series -- \
-	tools/testing/selftests/bpf/prog_tests/ | sed 's|.*/||; s|\.c$||')
-# And the subtests it adds to existing tests (those of the bpf fixes fail
-# on vanilla by design): TEST/SUBTEST, TEST named after its file.
-added+=" "$(git -C "$SERIES_TREE" diff -U0 --diff-filter=M base series -- \
-	tools/testing/selftests/bpf/prog_tests/ | sed -n \
-	-e 's|^+++ b/.*/\(.*\)\.c$|\1|p' \
-	-e 's|^+.*test__start_subtest("\([^"]*\)").*|/\1|p' |
-	awk '/^\// { print t $0; next } { t = $0 }' | tr ' ' '\001')
-python3 - "$BUILD/results/units-$config-$suite" "${variants[*]}" $added <<'PY'
+# The tests the series adds, and the subtests it adds to existing tests
+# (those of the bpf fixes fail on vanilla by design).
+mapfile -t added < <(selftests_added base series)
+python3 - "$BUILD/results/units-$config-$suite" "${variants[*]}" "${added[@]}" <<'PY'
 import sys
 def units(path):
     return dict(line.rstrip("\n").rsplit(": ", 1) for line in open(path))
 results = {v: units(f"{sys.argv[1]}-{v}") for v in sys.argv[2].split()}
 vanilla, patched = results["vanilla"], results["patched"]
-added = {a.replace("\x01", " ") for a in sys.argv[3:]}
+added = set(sys.argv[3:])
 def is_new(unit):  # "test_progs: TEST/SUBTEST" or "test_progs: TEST (...)"
     name = unit.split(": ", 1)[-1]
     return name.replace(" ", "/").split("/")[0] in added or name in added

@@ -135,6 +135,20 @@ series_patches() {
 	done
 }
 
+# selftests_added FROM TO: the test_progs tests the series tree adds between
+# commits FROM and TO, one a line: TEST for a new prog_tests file, and
+# TEST/SUBTEST for a subtest added to an existing one (TEST is named after
+# its file).
+selftests_added() {
+	local dir=tools/testing/selftests/bpf/prog_tests/
+	git -C "$SERIES_TREE" diff --name-only --diff-filter=A "$1" "$2" -- "$dir" |
+		sed 's|.*/||; s|\.c$||'
+	git -C "$SERIES_TREE" diff -U0 --diff-filter=M "$1" "$2" -- "$dir" | sed -n \
+		-e 's|^+++ b/.*/\(.*\)\.c$|\1|p' \
+		-e 's|^+.*test__start_subtest("\([^"]*\)").*|/\1|p' |
+		awk '/^\// { print t $0; next } { t = $0 }'
+}
+
 # git am needs a committer; a machine without a git identity gets the
 # base's placeholder (authors come from the patches).
 am_committer() {
