@@ -15,7 +15,9 @@ is counted apart as derived. A missing wake-up the series' moderation
 allows ('moderated') against an event is listed apart too.
 
 A failure of the reference whose kind FILE lists is a known fault of it
-(tests/fuzz/known-faults.txt); one it does not list is printed as new.
+(tests/fuzz/known-faults.txt), as is one whose KIND@LABEL it lists (a
+fault found in that sequence alone, a regression list's); one it does not
+list is printed as new.
 Exit status 1 if the tested kernel failed any sequence or a difference
 remains that is neither legitimate nor derived.
 """
@@ -138,7 +140,8 @@ def main():
         diff, legit, derived, first_any = compare(ro, to)
         ends = []
         if rf:
-            tag = f"known: {known[rf[0]]}" if rf[0] in known else "NEW to the list"
+            what = known.get(f"{rf[0]}@{label}", known.get(rf[0]))
+            tag = f"known: {what}" if what else "NEW to the list"
             ends.append(f"reference FAIL {rf[0]} ({tag}): {rf[1]}")
         if tf:
             ends.append(f"tested FAIL {tf[0]}: {tf[1]}")
