@@ -32,7 +32,7 @@ APPS = re.compile(r"^apps: (\S.*?): (OK|FAIL|SKIP)(?:  # .*)?$")
 
 
 def parse_test_progs(text):
-    units, tests, with_subtests = {}, {}, set()
+    units, tests, with_subtests, failed_subtests = {}, {}, set(), set()
     for line in text.splitlines():
         if line.startswith("All error logs:"):
             break  # failures are repeated below this line
@@ -46,6 +46,8 @@ def parse_test_progs(text):
                 name = f"{m.group(1)} [{n}]"
             units[name] = m.group(2)
             with_subtests.add(m.group(1).split("/")[0])
+            if m.group(2) == "FAIL":
+                failed_subtests.add(m.group(1).split("/")[0])
             continue
         m = PROGS_TEST.match(line)
         if m:
@@ -53,7 +55,9 @@ def parse_test_progs(text):
     for name, result in tests.items():
         if name not in with_subtests:
             units[name] = result
-        elif result == "FAIL":  # a failure outside any subtest
+        elif result == "FAIL" and name not in failed_subtests:
+            # A failure outside any subtest; a test with a failed
+            # subtest fails for it, and that subtest counts.
             units[name + " (outside subtests)"] = result
     return units
 
