@@ -487,6 +487,8 @@ static void op_opt(const struct op *o, struct fsock *s, char *res, size_t len)
 			model_push(s);
 	} else if (kind == O_LOWAT) {
 		s->lowat = v > 0 ? v : 1;
+	} else if (kind == O_RCVBUF) {
+		s->rcvbuf_set = true;
 	}
 	snprintf(res, len, "ok");
 }

@@ -83,6 +83,7 @@ struct fsock {
 	bool nodelay, tcp_cork, shut_wr;
 	/* receiving side */
 	int lowat, ep_lt, ep_et;
+	bool rcvbuf_set;	/* SO_RCVBUF set once connected (TCP's window) */
 	bool async, told, peer_fin, rst_ok, tcp_async_since_look;
 	int sig_base;		/* signals counted when last looked at */
 	uint64_t fin_seq;

@@ -214,6 +214,13 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 		 */
 		note_known("tcp-pressure", "slot %d: %s: %llu TCP bytes late after memory pressure",
 			   r->slot, what, (unsigned long long)e->tcp);
+	else if (!e->ing && e->tcp && r->rcvbuf_set)
+		/* A receive buffer made smaller than the window TCP had
+		 * offered: the sender waits for its zero window probes,
+		 * backed off.
+		 */
+		note_known("tcp-rcvbuf", "slot %d: %s: %llu TCP bytes late after SO_RCVBUF",
+			   r->slot, what, (unsigned long long)e->tcp);
 	else if (e->ing)
 		fail("hang", "slot %d: %s: nothing in %d ms with %llu redirected bytes due", r->slot,
 		     what, timeout, (unsigned long long)e->ing);
