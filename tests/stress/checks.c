@@ -280,10 +280,11 @@ void report_totals(void)
 	for (int f = 0; f < NFAULTS; f++)
 		len += snprintf(faults + len, sizeof(faults) - len, "%s%s %llu", f ? ", " : "",
 				fault_name[f], (unsigned long long)total.faults[f]);
-	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu), EAGAIN %llu, EACCES %llu, ENOMEM %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
+	msg("streams %llu, bytes written %llu, verified %llu, writes %llu, reads %llu (peeks %llu, %llu overtaken), EAGAIN %llu, EACCES %llu, ENOMEM %llu, toggles %llu, receiver stalls %llu, reconnects %llu",
 	    (unsigned long long)total.streams, (unsigned long long)total.written,
 	    (unsigned long long)total.verified, (unsigned long long)total.writes,
 	    (unsigned long long)total.reads, (unsigned long long)total.peeks,
+	    (unsigned long long)total.peeks_overtaken,
 	    (unsigned long long)total.eagain, (unsigned long long)total.eacces,
 	    (unsigned long long)total.enomem,
 	    (unsigned long long)total.toggles, (unsigned long long)total.stalls,

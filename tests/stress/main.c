@@ -31,7 +31,8 @@
  * (by a plan in a map: one in 4 to 64, from the seed), so one stream has
  * redirected messages followed by TCP ones; the writer puts it back on
  * redirection once its reader has caught up, as after a map re-insert.
- * Readers use read, recv(MSG_PEEK) then read (the bytes must agree), epoll
+ * Readers use read, recv(MSG_PEEK) then read (the bytes must agree, but
+ * at a mixed fan-in receiver, see same_as_peeked()), epoll
  * in level- or edge-triggered mode, or frame: edge-triggered epoll that,
  * after each event, asks FIONREAD (verdict slots: or MSG_PEEK) whether a
  * whole frame (1 B .. 8 KB, at most what was written and not read) is

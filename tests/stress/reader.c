@@ -86,6 +86,17 @@ static bool same_as_peeked(struct endpoint *ep, const uint8_t *peek, const uint8
 {
 	if (!memcmp(peek, buf, n))
 		return true;
+	/* A fan-in receiver whose own stream is mixed reads from two
+	 * queues: a peek that found only TCP bytes (ingress_msg empty)
+	 * and the read after it, which finds a message another client
+	 * redirected meanwhile, see different bytes, on the unpatched
+	 * kernel too (tcp_bpf_recvmsg() reads ingress_msg first). Each
+	 * stream's order holds: verify() checks what was read.
+	 */
+	if (ep->c->role == FANIN && ep->c->mixed) {
+		count(peeks_overtaken, 1);
+		return true;
+	}
 	fail("slot %d (%s reader): read() returned other bytes than MSG_PEEK showed",
 	     ep->c->slot, mode_name[ep->mode]);
 	errno = EIO;

@@ -96,7 +96,7 @@ enum fault {
 };
 
 struct totals {
-	atomic_uint_fast64_t streams, written, verified, writes, reads, peeks, eagain,
+	atomic_uint_fast64_t streams, written, verified, writes, reads, peeks, peeks_overtaken, eagain,
 		eacces, enomem, toggles, stalls, reconnects, faults[NFAULTS];
 	atomic_uint_fast64_t verdict_streams, mixed_streams, mixed_both, mix_rearms;
 	atomic_uint_fast64_t frame_readers, frame_events, frames, frame_waits, frame_short;
