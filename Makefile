@@ -22,8 +22,8 @@ help:
 
 ## check          the test run: deps, debug kernel with the series, sockmap
 ##                selftests, the real-application check, then a stress run (DURATION=secs, default 120;
-##                SEED=n) and the sequence tester (the seeds of tests/fuzz/check-seeds,
-##                FUZZ_SECS=n: random seeds too, the kept regression lists) in the VM with the splat
+##                SEED=n) and the sequence tester (the seeds of tests/fuzz/check-seeds, one random
+##                seed, FUZZ_SECS=n: more up to n s, the kept regression lists) in the VM with the splat
 ##                scan; one summary line
 check: deps tree
 	$(S)/build-kernel.sh debug patched

@@ -190,15 +190,15 @@ stage_fuzz() {
 }
 
 # fuzz_check_args DIR: the tester's arguments in make check (one a line):
-# the seeds of tests/fuzz/check-seeds, then random seeds until FUZZ_SECS
-# (default 0: none) have passed since the tester started, the regression
+# the seeds of tests/fuzz/check-seeds, then one random seed, and more until
+# FUZZ_SECS (default 0) have passed since the tester started, the regression
 # lists, traces and reduced lists in DIR.
 fuzz_check_args() {
 	local s
 	for s in $(grep -o '^[0-9]*' "$TOP/tests/fuzz/check-seeds"); do
 		printf -- '--seed\n%s\n' "$s"
 	done
-	printf -- '--duration\n%s\n--regressions\n%s\n--trace-dir\n%s\n--reduce\n--reduce-time\n120\n--reduce-out\n%s\n' \
+	printf -- '--seeds\n1\n--duration\n%s\n--regressions\n%s\n--trace-dir\n%s\n--reduce\n--reduce-time\n120\n--reduce-out\n%s\n' \
 		"${FUZZ_SECS:-0}" "$1/regressions" "$1/fuzz-traces" "$1"
 }
 
