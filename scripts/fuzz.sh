@@ -72,10 +72,14 @@ rc=0
 run_one 1 "${kernels[0]}" "${first[@]}" ${args[@]+"${args[@]}"} || rc=1
 [ ${#kernels[@]} -eq 2 ] || exit $rc
 
-# The same seeds on the second kernel: those the first one ran.
+# The same seeds on the second kernel: those the first one ran or was
+# running, one trace each (the first kernel may have crashed, its tester
+# never printing its list).
 second=()
-for s in $(sed -n 's/^fuzz seeds://p' "$top/k1/fuzz.log" | tail -1); do
-	second+=(--seed "$s")
+for f in "$top"/k1/traces/seed-*.trace; do
+	[ -e "$f" ] || continue
+	f=${f##*/seed-}
+	second+=(--seed "${f%.trace}")
 done
 [ ${#second[@]} -gt 0 ] || [ -n "$(ls "$top/k1/regressions" 2>/dev/null)" ] || die "no seeds ran on ${kernels[0]}"
 [ "$reduce" = 0 ] || second+=(--reduce --reduce-time 300)

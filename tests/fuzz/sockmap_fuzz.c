@@ -37,12 +37,15 @@
 #include <sys/stat.h>
 #include "fuzz.h"
 
+/* Seeds a run takes with --seed, and names in its "fuzz seeds:" line. */
+#define MAX_SEEDS	4096
+
 uint64_t run_seed;
 uint64_t op_seq;
 int trace_verbose;
 
 static struct {
-	uint64_t seeds[256];
+	uint64_t seeds[MAX_SEEDS];
 	int nseeds, random_seeds, nops, duration, reduce_time;
 	bool reduce, splat_scan;
 	const char *trace, *trace_dir, *ops, *regressions, *bpf_obj, *reduce_out;
@@ -451,7 +454,7 @@ static void parse_args(int argc, char **argv, bool *list)
 	while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (opt.nseeds < 256)
+			if (opt.nseeds < MAX_SEEDS)
 				opt.seeds[opt.nseeds++] = strtoull(optarg, NULL, 0);
 			break;
 		case 'n': opt.random_seeds = atoi(optarg); break;
@@ -498,7 +501,7 @@ int main(int argc, char **argv)
 	double t0 = now_s();
 	bool list = false;
 	int i, regs = 0, random_done = 0;
-	char seeds[2048] = "";
+	static char seeds[MAX_SEEDS * 21];
 	size_t off = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
