@@ -325,6 +325,21 @@ static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t g
 	s->apply_unsure = true;
 }
 
+/* A write to a peer that has closed: its socket answers with a reset,
+ * and what it had not yet sent of its own goes with it (TCP).
+ */
+static void peer_gone(struct fsock *s)
+{
+	int i;
+
+	if (peer_of(s))
+		return;
+	s->rst_ok = true;
+	for (i = 0; i < s->nlanes; i++)
+		if (s->lanes[i].path == P_TCP)
+			s->lanes[i].lossy = true;
+}
+
 /* Where the bytes of a send went; ret is what it returned (-errno on an
  * error), runs how often the program ran meanwhile (-1: unknown).
  */
@@ -335,6 +350,7 @@ void model_send(struct fsock *s, size_t len, int flags, ssize_t ret, int64_t run
 	bool pushed = false;
 	int i;
 
+	peer_gone(s);
 	simulate(s, len, flags, &m);
 	for (i = 0; i < m.nseg; i++)
 		if (m.seg[i].kind == SEG_LANE && m.seg[i].path == P_TCP)
