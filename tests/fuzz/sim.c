@@ -325,19 +325,15 @@ static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t g
 	s->apply_unsure = true;
 }
 
-/* A write to a peer that has closed: its socket answers with a reset,
- * and what it had not yet sent of its own goes with it (TCP).
- */
-static void peer_gone(struct fsock *s)
+/* r may get a reset, which takes what TCP still had for it. */
+static void reset_ok(struct fsock *r)
 {
 	int i;
 
-	if (peer_of(s))
-		return;
-	s->rst_ok = true;
-	for (i = 0; i < s->nlanes; i++)
-		if (s->lanes[i].path == P_TCP)
-			s->lanes[i].lossy = true;
+	r->rst_ok = true;
+	for (i = 0; i < r->nlanes; i++)
+		if (r->lanes[i].path == P_TCP)
+			r->lanes[i].lossy = true;
 }
 
 /* Where the bytes of a send went; ret is what it returned (-errno on an
@@ -350,7 +346,11 @@ void model_send(struct fsock *s, size_t len, int flags, ssize_t ret, int64_t run
 	bool pushed = false;
 	int i;
 
-	peer_gone(s);
+	/* A write to a peer that has closed: its socket answers with a
+	 * reset, and what it had not yet sent of its own goes with it.
+	 */
+	if (!peer_of(s))
+		reset_ok(s);
 	simulate(s, len, flags, &m);
 	for (i = 0; i < m.nseg; i++)
 		if (m.seg[i].kind == SEG_LANE && m.seg[i].path == P_TCP)
@@ -465,12 +465,8 @@ void model_close(struct fsock *s, bool abort_it)
 	if (p) {
 		model_shut(s);
 		/* tcp_close() resets when TCP data was left unread. */
-		if (abort_it || unread || s->verdict_prog) {
-			p->rst_ok = true;
-			for (i = 0; i < p->nlanes; i++)
-				if (p->lanes[i].path == P_TCP)
-					p->lanes[i].lossy = true;
-		}
+		if (abort_it || unread || s->verdict_prog)
+			reset_ok(p);
 	}
 	for (i = 0; i < s->nlanes; i++)
 		lane_clear(&s->lanes[i]);
