@@ -442,6 +442,16 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 		break;
 	}
 	snprintf(res + strlen(res), rlen - strlen(res), " exp=%s", exp_class(&e));
+	/* TCP bytes still due may come after the look, through the verdict
+	 * program, and tell the reader as they come (its window reopened).
+	 * A read that left redirected bytes may have told the reader of them
+	 * (looked()), which a reader without O_ASYNC does not see.
+	 */
+	model_expect(r, &e);
+	if (r->verdict_prog && (e.tcp || e.held))
+		r->tcp_async_since_look = true;
+	if (!r->async && e.ing)
+		r->told = true;
 }
 
 /* Read one socket to its end: everything due, then EOF. */

@@ -450,6 +450,8 @@ void model_shut(struct fsock *s)
 	if (p && !p->peer_fin) {
 		p->peer_fin = true;
 		p->fin_seq = op_seq;
+		/* The FIN is a TCP arrival: through a verdict it tells the reader. */
+		p->tcp_async_since_look = true;
 	}
 }
 
