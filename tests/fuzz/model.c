@@ -270,6 +270,7 @@ struct cand {
 	int lane;
 	uint64_t skip, m;
 	int rank;		/* 0 strict at its head, 1 lossy skipping, 2 lenient */
+	bool tcp;		/* a TCP lane */
 };
 
 static int cand_cmp(const void *a, const void *b)
@@ -278,11 +279,16 @@ static int cand_cmp(const void *a, const void *b)
 
 	if (x->rank != y->rank)
 		return x->rank - y->rank;
-	return x->m < y->m ? 1 : x->m > y->m ? -1 : 0;
+	if (x->m != y->m)
+		return x->m < y->m ? 1 : -1;
+	/* Bytes match by their low five bits only: a short read can fit
+	 * both of a sender's lanes. tcp_bpf reads ingress_msg first.
+	 */
+	return x->tcp - y->tcp;
 }
 
-/* Lanes whose next bytes buf[i..] can be: at their head, longest first;
- * then lossy lanes after a gap (at least SKIP_NEEDLE bytes must match
+/* Lanes whose next bytes buf[i..] can be: at their head, longest first
+ * (ingress before TCP at equal length); then lossy lanes after a gap (at least SKIP_NEEDLE bytes must match
  * there, so that a chance match of a few bytes is not taken for one);
  * then lenient streams.
  */
@@ -307,7 +313,8 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 			}
 		}
 		if (m)
-			c[nc++] = (struct cand){ li, skip, m, lenient ? 2 : skip ? 1 : 0 };
+			c[nc++] = (struct cand){ li, skip, m, lenient ? 2 : skip ? 1 : 0,
+						 l->path == P_TCP };
 	}
 	if (!nc && (lenient_slots & (1u << slot))) {
 		/* A lenient stream may have sent these, wherever. */
@@ -315,7 +322,7 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 
 		while (i + m < s->n && s->buf[i + m] >> 5 == slot)
 			m++;
-		c[nc++] = (struct cand){ -1, 0, m, 2 };
+		c[nc++] = (struct cand){ -1, 0, m, 2, false };
 	}
 	qsort(c, nc, sizeof(*c), cand_cmp);
 	return nc;
