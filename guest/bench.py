@@ -637,6 +637,28 @@ def manyflow(tools, plan, measure):
         red.close()
 
 
+def profiled(fn, base):
+    """fn, run under perf record on every CPU (cpu-clock: under -icount,
+    samples in proportion to instructions); the profile by symbol, counted
+    in samples, goes to base.txt."""
+    def run():
+        data = base + ".data"
+        perf = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", "20000",
+                                 "-o", data], stdout=subprocess.DEVNULL)
+        time.sleep(1)
+        try:
+            return fn()
+        finally:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=120)
+            with open(base + ".txt", "w") as out:
+                subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-F",
+                                "sample,dso,sym", "--percent-limit", "0.01"],
+                               stdout=out, stderr=subprocess.DEVNULL, check=True)
+            os.unlink(data)
+    return run
+
+
 def nonredir(tools, plan, measure):
     """Sockets that do not redirect, sockperf ping-pong as the counted
     latency table has it: plain TCP without BPF, then sockets in the
@@ -664,6 +686,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", help="comma-separated workloads to run, of "
                     + ", ".join(WORKLOADS) + " (default: all)")
+    ap.add_argument("--profile", help="a directory: each measurement also runs under "
+                    "perf record (cpu-clock, every CPU), its symbol profile written there")
     args = ap.parse_args()
     plan = dict(PLANS[args.mode])
     if args.only:
@@ -684,6 +708,9 @@ def main():
     def measure(workload, system, size, fn, redirector=None, **extra):
         progress(f"{label}: {workload} {system} size {size}")
         rec = {"workload": workload, "system": system, "size": size, **extra}
+        if args.profile:
+            name = f"{doc['variant']}-{workload.replace(' ', '')}-{system}-{size}"
+            fn = profiled(fn, os.path.join(args.profile, name))
         try:
             doc["records"].append(checked(system, fn, redirector, rec))
         except SendRefused as e:
