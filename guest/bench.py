@@ -642,7 +642,9 @@ def profiled(fn, base):
     samples in proportion to instructions); the profile by symbol, counted
     in samples, goes to base.txt."""
     def run():
-        data = base + ".data"
+        # perf cannot write its data to the shared results directory
+        # (EFAULT on 9p): the guest's own /tmp.
+        data = os.path.join(tempfile.gettempdir(), "bench-perf.data")
         perf = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", "20000",
                                  "-o", data], stdout=subprocess.DEVNULL)
         time.sleep(1)
@@ -686,8 +688,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", help="comma-separated workloads to run, of "
                     + ", ".join(WORKLOADS) + " (default: all)")
-    ap.add_argument("--profile", help="a directory: each measurement also runs under "
-                    "perf record (cpu-clock, every CPU), its symbol profile written there")
+    ap.add_argument("--profile", action="store_true", help="each measurement also runs "
+                    "under perf record (cpu-clock, every CPU), its profile by symbol written "
+                    "to profile/ beside OUT.json")
     args = ap.parse_args()
     plan = dict(PLANS[args.mode])
     if args.only:
@@ -710,7 +713,8 @@ def main():
         rec = {"workload": workload, "system": system, "size": size, **extra}
         if args.profile:
             name = f"{doc['variant']}-{workload.replace(' ', '')}-{system}-{size}"
-            fn = profiled(fn, os.path.join(args.profile, name))
+            os.makedirs(os.path.join(os.path.dirname(args.out), "profile"), exist_ok=True)
+            fn = profiled(fn, os.path.join(os.path.dirname(args.out), "profile", name))
         try:
             doc["records"].append(checked(system, fn, redirector, rec))
         except SendRefused as e:

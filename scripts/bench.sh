@@ -2,7 +2,7 @@
 # The benchmark: vanilla vs patched, bench kernels, booted alternately.
 #   bench.sh [--quick] [--reps N] [--out DIR] [--config bench|debug]
 #            [--variants "vanilla anchor patched"] [--only WORKLOADS]
-#            [--icount-only --out DIR] [--profile DIR]
+#            [--icount-only --out DIR] [--profile]
 # Builds (or reuses) the bench kernels, our BPF programs and tools (bench/)
 # and the selftests' bench binary, then boots vanilla, patched, patched,
 # vanilla, ... (N repetitions each; full: 4, quick: 1; every other
@@ -25,9 +25,10 @@
 # sockperf, redis, wrk, syscall, bench, manyflow, nonredir; see
 # guest/bench.py), in every boot: more repetitions of one comparison in the
 # same time.
-# --profile DIR (a directory the guest sees, under build/) runs each
-# measurement under perf record too, its profile by symbol written to DIR
-# (guest/bench.py profiled()): under -icount, where instructions go.
+# --profile runs each measurement under perf record too, its profile by
+# symbol written to profile/ in the boot's directory under
+# build/results/bench-vm/ (guest/bench.py profiled()): under -icount,
+# where the instructions go.
 # --icount-only runs only the instruction-counted boots, into DIR, a full
 # run's directory that has its timed boots, and writes its report again:
 # for a run whose counted boots failed.
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--variants) want=${2?}; shift 2 ;;
 	--icount-only) icount_only=1; shift ;;
 	--only) only=(--only "${2:?}"); shift 2 ;;
-	--profile) only+=(--profile "${2:?}"); shift 2 ;;
+	--profile) only+=(--profile); shift ;;
 	-h | --help) usage 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
