@@ -35,7 +35,7 @@
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-mode=full reps='' out='' config=bench want='vanilla patched' icount_only='' only=()
+mode=full reps='' out='' config=bench want='vanilla patched' icount_only='' only=() profile=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick; shift ;;
@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--variants) want=${2?}; shift 2 ;;
 	--icount-only) icount_only=1; shift ;;
 	--only) only=(--only "${2:?}"); shift 2 ;;
-	--profile) only+=(--profile); shift ;;
+	--profile) profile=(--profile); shift ;;
 	-h | --help) usage 0 ;;
 	*) die "unknown option '$1' (try --help)" ;;
 	esac
@@ -135,7 +135,7 @@ run_boot() {
 	while ! "$TOP/scripts/vm-run.sh" "${opts[@]}" --kernel "$kout/arch/x86/boot/bzImage" \
 		--results "$vm" --timeout 3600 -- "$TOP/guest/bench.py" --mode "$mode" \
 		--tools "$tools" --bench "$bench_bin" --meta "$vm/meta.json" --out "$vm/bench.json" \
-		"${only[@]}"; do
+		"${only[@]}" "${profile[@]}"; do
 		if [ -n "$early" ] || grep -q "$INIT_STARTED" "$vm/console.log"; then
 			die "bench: $mode $v repetition $rep failed (see $vm/console.log)"
 		fi

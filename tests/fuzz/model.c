@@ -288,9 +288,9 @@ static int cand_cmp(const void *a, const void *b)
 }
 
 /* Lanes whose next bytes buf[i..] can be: at their head, longest first
- * (ingress before TCP at equal length); then lossy lanes after a gap (at least SKIP_NEEDLE bytes must match
- * there, so that a chance match of a few bytes is not taken for one);
- * then lenient streams.
+ * (ingress before TCP at equal length); then lossy lanes after a gap (at
+ * least SKIP_NEEDLE bytes must match there, so that a chance match of a
+ * few bytes is not taken for one); then lenient streams.
  */
 static int candidates(struct search *s, size_t i, struct cand *c)
 {
