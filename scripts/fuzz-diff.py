@@ -34,7 +34,10 @@ NOTE = re.compile(r"^  (known|unsure|late): (.*)$")
 def sections(path):
     """{label: [lines]} of a trace directory or file."""
     path = pathlib.Path(path)
-    files = sorted(path.glob("*.trace")) if path.is_dir() else [path]
+    # failed-LABEL.trace: a kept copy of a failed run of LABEL (the tester's
+    # --trace-dir), not a sequence of its own.
+    files = (sorted(f for f in path.glob("*.trace") if not f.name.startswith("failed-"))
+             if path.is_dir() else [path])
     out = {}
     for f in files:
         label = None

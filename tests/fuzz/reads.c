@@ -245,6 +245,24 @@ static void looked(struct fsock *r, int sig0)
 		r->told = true;
 }
 
+/* A read that does not wait (MSG_DONTWAIT, MSG_PEEK) returned EAGAIN: a
+ * failure if redirected bytes are due, unless TCP bytes sent to a verdict
+ * receiver may be waiting in its receive queue for the verdict (held back
+ * by SO_RCVLOWAT, which gates tcp_data_ready(), say): the base's
+ * tcp_bpf_recvmsg_parser() then returns EAGAIN, peek or not.
+ */
+static void eagain_at_once(struct fsock *r, const struct expect *e, const char *what)
+{
+	if (!e->ing)
+		return;
+	if (r->verdict_prog && (e->tcp || e->held || r->tcp_async_since_look))
+		note_known("verdict-eagain", "slot %d: %s: EAGAIN with %llu redirected bytes due",
+			   r->slot, what, (unsigned long long)e->ing);
+	else
+		fail("eagain", "slot %d: %s: EAGAIN with %llu redirected bytes due", r->slot, what,
+		     (unsigned long long)e->ing);
+}
+
 static void read_nb(struct fsock *r, size_t len, const struct expect *e, char *res, size_t rlen)
 {
 	int sig0 = sigs(r), err;
@@ -252,17 +270,8 @@ static void read_nb(struct fsock *r, size_t len, const struct expect *e, char *r
 	ssize_t n = rd(r, w.buf, len, 0, 0, &err, &took);
 
 	looked(r, sig0);
-	if (n < 0 && err == EAGAIN && e->ing) {
-		if (r->verdict_prog && (e->tcp || e->held || r->tcp_async_since_look))
-			/* Base: tcp_bpf_recvmsg_parser() returns EAGAIN while
-			 * skbs wait in the receive queue for the verdict.
-			 */
-			note_known("verdict-eagain", "slot %d: EAGAIN with %llu redirected bytes due",
-				   r->slot, (unsigned long long)e->ing);
-		else
-			fail("eagain", "slot %d: MSG_DONTWAIT read: EAGAIN with %llu redirected "
-			     "bytes due", r->slot, (unsigned long long)e->ing);
-	}
+	if (n < 0 && err == EAGAIN)
+		eagain_at_once(r, e, "MSG_DONTWAIT read");
 	judge(r, n, err, false, "data", res, rlen);
 }
 
@@ -294,9 +303,8 @@ static void read_peek(struct fsock *r, size_t len, const struct expect *e, char 
 	ssize_t n = rd(r, w.buf, len, MSG_PEEK, 0, &err, &took), m;
 
 	looked(r, sig0);
-	if (n < 0 && err == EAGAIN && e->ing)
-		fail("eagain", "slot %d: MSG_PEEK: EAGAIN with %llu redirected bytes due", r->slot,
-		     (unsigned long long)e->ing);
+	if (n < 0 && err == EAGAIN)
+		eagain_at_once(r, e, "MSG_PEEK");
 	if (!judge(r, n, err, true, "peek", res, rlen) || n <= 0)
 		return;
 	memcpy(w.buf2, w.buf, n);

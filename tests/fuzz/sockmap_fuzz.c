@@ -324,14 +324,34 @@ static void trace_open(const char *label)
 	trace("=== %s\n", label);
 }
 
-static void trace_close(void)
+/* With --trace-dir, the trace of a failed sequence is kept as
+ * failed-LABEL.trace too: a seed run again (to catch one that fails at
+ * times) writes LABEL.trace anew.
+ */
+static void trace_close(const char *label, bool failed)
 {
+	char path[512], kept[512], buf[8192];
+	FILE *in, *out;
+	size_t n;
+
 	if (trace_f && opt.trace_dir) {
 		fclose(trace_f);
 		trace_f = NULL;
 	} else if (trace_f) {
 		fflush(trace_f);
 	}
+	if (!failed || !opt.trace_dir)
+		return;
+	snprintf(path, sizeof(path), "%s/%s.trace", opt.trace_dir, label);
+	snprintf(kept, sizeof(kept), "%s/failed-%s.trace", opt.trace_dir, label);
+	in = fopen(path, "r");
+	out = in ? fopen(kept, "w") : NULL;
+	while (out && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+		fwrite(buf, 1, n, out);
+	if (out)
+		fclose(out);
+	if (in)
+		fclose(in);
 }
 
 /* Run one list; 0 if it passed. */
@@ -344,7 +364,7 @@ static int run_one(struct oplist *l, const char *label)
 	run_list(l, &o);
 	trace("=== %s: %s%s%s\n", label, *o.kind ? "FAIL " : "OK", o.kind,
 	      *o.kind ? "" : "");
-	trace_close();
+	trace_close(label, *o.kind);
 	tot.seqs++;
 	tot.ops += o.ran;
 	tot.verified += o.verified;
