@@ -86,6 +86,7 @@ struct fsock {
 	bool rcvbuf_set;	/* SO_RCVBUF set once connected (TCP's window) */
 	bool async, told, peer_fin, rst_ok, tcp_async_since_look;
 	int sig_base;		/* signals counted when last looked at */
+	int sig_looked;		/* signals counted when it last read, peeked or asked */
 	uint64_t fin_seq;
 	int et_strict, et_relaxed;	/* arrivals an ET waiter must hear of */
 	int sig_strict, sig_relaxed;	/* the same for SIGIO */
@@ -140,6 +141,7 @@ void pressure_restore(void);
 /* model.c */
 void model_reset(void);
 int stream_new(int slot);
+bool told_by_signal(struct fsock *r);
 bool stream_lenient(int sid);
 void stream_set_lenient(int sid);
 struct lane *lane_get(struct fsock *r, int sid, int path);

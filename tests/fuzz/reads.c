@@ -97,7 +97,7 @@ void op_async(struct fsock *r, bool on, char *res, size_t len)
 		return;
 	}
 	r->async = on;
-	r->sig_base = sigs(r);
+	r->sig_base = r->sig_looked = sigs(r);
 	r->sig_strict = r->sig_relaxed = 0;
 	snprintf(res, len, "ok");
 }
@@ -112,6 +112,9 @@ void sigio_check(char *res, size_t len)
 
 		if (r->fd < 0)
 			continue;
+		if (trace_verbose > 1 && r->async && (r->sig_strict || sigs(r) != r->sig_base))
+			trace("  model: slot %d: %d arrival(s), %d after a look; %d signal(s)\n",
+			      r->slot, r->sig_strict, r->sig_relaxed, sigs(r) - r->sig_base);
 		if (r->async && r->sig_strict && sigs(r) == r->sig_base) {
 			if (r->sig_relaxed)
 				fail("sigio", "slot %d: no SIGIO for %d arrival(s), the reader had looked",
@@ -241,8 +244,19 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 static void looked(struct fsock *r, int sig0)
 {
 	model_looked(r);
-	if (r->async && sigs(r) != sig0)
+	r->sig_looked = sigs(r);
+	if (r->async && sig0 != r->sig_looked)
 		r->told = true;
+}
+
+/* Has a verdict receiver been told of something since it last looked?
+ * Its psock tells it of every skb the verdict queues (its TCP bytes, its
+ * peer's FIN), at times from the psock's work after the operation that
+ * sent them: a signal the model did not ask for says it was.
+ */
+bool told_by_signal(struct fsock *r)
+{
+	return r->async && r->verdict_prog && sigs(r) != r->sig_looked;
 }
 
 /* A read that does not wait (MSG_DONTWAIT, MSG_PEEK) returned EAGAIN: a
@@ -463,6 +477,19 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 }
 
 /* Read one socket to its end: everything due, then EOF. */
+/* How many times a drain waits in vain before what is due counts as lost:
+ * a few, or, for TCP bytes that are late for a known reason (tcp_mem
+ * pressure dropped them, a shrunk SO_RCVBUF closed the window: hang()),
+ * until the sender's retransmission or zero window probe, backed off up
+ * to TCP_RTO_MAX (120 s), has come.
+ */
+static int drain_stalls(const struct fsock *r, const struct expect *e)
+{
+	if (!e->ing && (e->tcp || e->held) && (w.pressure_used || r->rcvbuf_set))
+		return 150000 / TCP_WAIT_MS;
+	return 3;
+}
+
 static void drain_one(struct fsock *r)
 {
 	char res[64] = "";
@@ -496,7 +523,7 @@ static void drain_one(struct fsock *r)
 			hang(r, &e, "drain", took, timeout);
 			if (!failed() && !e.tcp && !e.held && !e.ing)
 				fail("hang-eof", "slot %d: drain: no EOF in %d ms", r->slot, timeout);
-			if (failed() || ++stalls > 3)
+			if (failed() || ++stalls > drain_stalls(r, &e))
 				break;
 		} else {
 			fail("read", "slot %d: drain: %s", r->slot, errno_name(err));
