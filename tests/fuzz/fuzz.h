@@ -79,6 +79,7 @@ struct fsock {
 	uint32_t apply_rem, cork_rem;
 	uint64_t cork_off, cork_len;
 	bool apply_unsure;	/* apply_rem no longer known: keep the plan */
+	bool cork_unsure;	/* its psock may hold a cork the model lost track of */
 	/* sending side */
 	bool nodelay, tcp_cork, shut_wr;
 	/* receiving side */

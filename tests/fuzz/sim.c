@@ -322,6 +322,8 @@ static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t g
 		 s->plan.target, s->plan.apply, s->plan.cork, psock_alive(s) ? "psock" : "no psock",
 		 s->shut_wr ? ", shut" : "", s->sid);
 	note_unsure(what);
+	if (s->plan.cork || s->cork_rem || s->cork_len || strstr(why, "cork") || strstr(why, "runs"))
+		s->cork_unsure = true;
 	stream_set_lenient(s->sid);
 	s->sid = stream_new(s->slot);
 	s->sent = 0;
@@ -365,6 +367,19 @@ void model_send(struct fsock *s, size_t len, int flags, ssize_t ret, int64_t run
 		if (m.corked && runs >= 0 && runs != m.runs) {
 			lose_track(s, "program runs differ", m.runs, runs);
 			return;
+		}
+		/* A cork the model lost track of takes bytes without a run
+		 * until it has its cork_bytes, and its run then cuts the send
+		 * where the model cannot tell. Its bytes are known again once
+		 * the program ran with a plan that neither corks nor applies
+		 * to a number of bytes: the cork is gone and no cut matters.
+		 */
+		if (s->cork_unsure && k) {
+			if (runs <= 0 || s->plan.cork || s->plan.apply) {
+				lose_track(s, "after a lost cork", m.runs, runs);
+				return;
+			}
+			s->cork_unsure = false;
 		}
 		commit(s, &m, UINT64_MAX);
 		s->eval = m.st.eval;
@@ -431,7 +446,7 @@ void model_psock_gone(struct fsock *s)
 	s->eval = EV_NONE;
 	s->apply_rem = s->cork_rem = 0;
 	s->cork_len = 0;
-	s->apply_unsure = false;
+	s->apply_unsure = s->cork_unsure = false;
 }
 
 /* Left the verdict map but not the sockhash: skbs in flight in the
