@@ -54,7 +54,7 @@ run_one() {
 	stage_fuzz "$results"
 	# The reference kernel of a comparison leaves out the regression
 	# lists that crash it (known-faults.txt: crash@LABEL).
-	if [ "$1" = 1 ] && [ ${#kernels[@]} -eq 2 ]; then
+	if [ "$results" = "$top/k1" ] && [ ${#kernels[@]} -eq 2 ]; then
 		for label in $(sed -n 's/^crash@\([^ ]*\).*/\1/p' "$TOP/tests/fuzz/known-faults.txt"); do
 			rm -f "$results/regressions/$label.ops"
 		done
