@@ -126,7 +126,7 @@ int ops_read(const char *path, struct oplist *l);
 void ops_write(FILE *f, const struct oplist *l, const char *header);
 void ops_push(struct oplist *l, struct op o);
 
-/* exec.c */
+/* exec.c, reads.c */
 extern struct fsock socks[NSOCK];
 extern int npairs;
 int world_init(const char *bpf_obj);
@@ -134,6 +134,7 @@ void world_begin(void);
 void world_end(void);
 void exec_op(const struct op *o, char *res, size_t len);
 void exec_drain(void);
+bool told_by_signal(struct fsock *r);
 struct fsock *sock_by_uid(int uid);
 void plan_write(struct fsock *s);
 uint64_t plan_runs(struct fsock *s);
@@ -142,7 +143,6 @@ void pressure_restore(void);
 /* model.c */
 void model_reset(void);
 int stream_new(int slot);
-bool told_by_signal(struct fsock *r);
 bool stream_lenient(int sid);
 void stream_set_lenient(int sid);
 struct lane *lane_get(struct fsock *r, int sid, int path);

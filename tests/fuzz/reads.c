@@ -493,7 +493,6 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 		r->told = true;
 }
 
-/* Read one socket to its end: everything due, then EOF. */
 /* How many times a drain waits in vain before what is due counts as lost:
  * a few, or, for TCP bytes that are late for a known reason (tcp_mem
  * pressure dropped them, a shrunk SO_RCVBUF closed the window: hang()),
@@ -507,6 +506,7 @@ static int drain_stalls(const struct fsock *r, const struct expect *e)
 	return 3;
 }
 
+/* Read one socket to its end: everything due, then EOF. */
 static void drain_one(struct fsock *r)
 {
 	char res[64] = "";

@@ -311,7 +311,8 @@ static void commit(struct fsock *s, const struct sim *m, uint64_t upto)
 	}
 }
 
-static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t got)
+static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t got,
+		       bool corked)
 {
 	char what[256];
 
@@ -322,7 +323,7 @@ static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t g
 		 s->plan.target, s->plan.apply, s->plan.cork, psock_alive(s) ? "psock" : "no psock",
 		 s->shut_wr ? ", shut" : "", s->sid);
 	note_unsure(what);
-	if (s->plan.cork || s->cork_rem || s->cork_len || strstr(why, "cork") || strstr(why, "runs"))
+	if (corked || s->plan.cork || s->cork_rem || s->cork_len)
 		s->cork_unsure = true;
 	stream_set_lenient(s->sid);
 	s->sid = stream_new(s->slot);
@@ -365,7 +366,7 @@ void model_send(struct fsock *s, size_t len, int flags, ssize_t ret, int64_t run
 			pushed = true;
 	if (ret == m.ret || (ret < 0 && m.ret < 0)) {
 		if (m.corked && runs >= 0 && runs != m.runs) {
-			lose_track(s, "program runs differ", m.runs, runs);
+			lose_track(s, "program runs differ", m.runs, runs, true);
 			return;
 		}
 		/* A cork the model lost track of takes bytes without a run
@@ -376,7 +377,7 @@ void model_send(struct fsock *s, size_t len, int flags, ssize_t ret, int64_t run
 		 */
 		if (s->cork_unsure && k) {
 			if (runs <= 0 || s->plan.cork || s->plan.apply) {
-				lose_track(s, "after a lost cork", m.runs, runs);
+				lose_track(s, "after a lost cork", m.runs, runs, true);
 				return;
 			}
 			s->cork_unsure = false;
@@ -405,7 +406,8 @@ void model_send(struct fsock *s, size_t len, int flags, ssize_t ret, int64_t run
 		s->sent += k;
 		pushed = pushed && k;
 	} else {
-		lose_track(s, m.corked ? "cork" : m.dropped ? "drop" : "send result", m.ret, ret);
+		lose_track(s, m.corked ? "cork" : m.dropped ? "drop" : "send result", m.ret, ret,
+			   m.corked);
 		return;
 	}
 	if (pushed && !(flags & SF_MORE) && !s->tcp_cork)
