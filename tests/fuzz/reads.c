@@ -201,13 +201,23 @@ static bool judge(struct fsock *r, ssize_t n, int err, bool peek, const char *ho
 	return !failed();
 }
 
+/* May TCP bytes sent to a verdict receiver wait in its receive queue for
+ * the verdict (held back by SO_RCVLOWAT, which gates tcp_data_ready())?
+ * The unpatched tcp_bpf_recvmsg_parser() returns EAGAIN while they do,
+ * peek, blocking or not: a fault of the base, "verdict-eagain".
+ */
+static bool verdict_may_hold(const struct fsock *r, const struct expect *e)
+{
+	return r->verdict_prog && (e->tcp || e->held || r->tcp_async_since_look);
+}
+
 static void hang(struct fsock *r, const struct expect *e, const char *what, double took,
 		 int timeout)
 {
-	if (took < timeout * 0.8 && r->verdict_prog)
-		note_known("verdict-eagain", "slot %d: %s: EAGAIN after %.0f ms with %llu "
-			   "redirected and %llu TCP bytes due", r->slot, what, took,
-			   (unsigned long long)e->ing, (unsigned long long)(e->tcp + e->held));
+	if (took < timeout * 0.8 && verdict_may_hold(r, e))
+		fail("verdict-eagain", "slot %d: %s: EAGAIN after %.0f ms with %llu "
+		     "redirected and %llu TCP bytes due", r->slot, what, took,
+		     (unsigned long long)e->ing, (unsigned long long)(e->tcp + e->held));
 	else if (took < timeout * 0.8)
 		fail("early-eagain", "slot %d: %s returned EAGAIN after %.0f of %d ms", r->slot, what,
 		     took, timeout);
@@ -259,29 +269,14 @@ bool told_by_signal(struct fsock *r)
 	return r->async && r->verdict_prog && sigs(r) != r->sig_looked;
 }
 
-/* May TCP bytes sent to a verdict receiver wait in its receive queue for
- * the verdict? tcp_bpf_recvmsg_parser() returns EAGAIN while they do.
- */
-static bool verdict_may_hold(const struct fsock *r, const struct expect *e)
-{
-	return r->verdict_prog && (e->tcp || e->held || r->tcp_async_since_look);
-}
-
 /* A read that does not wait (MSG_DONTWAIT, MSG_PEEK) returned EAGAIN: a
- * failure if redirected bytes are due, unless TCP bytes sent to a verdict
- * receiver may be waiting in its receive queue for the verdict (held back
- * by SO_RCVLOWAT, which gates tcp_data_ready(), say): the base's
- * tcp_bpf_recvmsg_parser() then returns EAGAIN, peek or not.
+ * failure if redirected bytes are due.
  */
 static void eagain_at_once(struct fsock *r, const struct expect *e, const char *what)
 {
-	if (!e->ing)
-		return;
-	if (verdict_may_hold(r, e))
-		note_known("verdict-eagain", "slot %d: %s: EAGAIN with %llu redirected bytes due",
-			   r->slot, what, (unsigned long long)e->ing);
-	else
-		fail("eagain", "slot %d: %s: EAGAIN with %llu redirected bytes due", r->slot, what,
+	if (e->ing)
+		fail(verdict_may_hold(r, e) ? "verdict-eagain" : "eagain",
+		     "slot %d: %s: EAGAIN with %llu redirected bytes due", r->slot, what,
 		     (unsigned long long)e->ing);
 }
 
@@ -333,17 +328,12 @@ static void read_peek(struct fsock *r, size_t len, const struct expect *e, char 
 	m = rd(r, w.buf, n, 0, 0, &err, &took);
 	looked(r, sig0);
 	strncat(res, ", ", rlen - strlen(res) - 1);
-	if (m < 0 && err == EAGAIN && verdict_may_hold(r, e)) {
-		/* A TCP segment (held by Nagle, say) reached the verdict
-		 * receiver's queue after the peek: base, as above.
-		 */
-		note_known("verdict-eagain", "slot %d: read after a peek of %zd bytes: EAGAIN",
-			   r->slot, n);
-		strncat(res, "eagain", rlen - strlen(res) - 1);
-		return;
-	}
 	if (m <= 0 || memcmp(w.buf, w.buf2, m)) {
-		fail("peek", "slot %d: read after a peek of %zd bytes: %zd (%s)%s", r->slot, n, m,
+		/* A TCP segment (held by Nagle, say) that reached a verdict
+		 * receiver's queue after the peek: as above.
+		 */
+		fail(m < 0 && err == EAGAIN && verdict_may_hold(r, e) ? "verdict-eagain" : "peek",
+		     "slot %d: read after a peek of %zd bytes: %zd (%s)%s", r->slot, n, m,
 		     errno_name(m < 0 ? err : 0), m > 0 ? ", bytes differ" : "");
 		return;
 	}
