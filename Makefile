@@ -48,8 +48,9 @@ tests: deps tree
 	APPS=1 $(S)/run-selftests.sh $(CONFIG) $(VARIANT) sockmap $(VARIANT) debug
 
 ## compare        sockmap selftests (the series tree's binaries) on the
-##                vanilla and the patched kernel (CONFIG=debug): the tests
-##                both have must give the same results; VARIANTS="vanilla
+##                vanilla and the patched kernel (CONFIG=debug): of the tests
+##                both have, what passes on vanilla must pass with the series
+##                (what only the series passes is listed as fixed); VARIANTS="vanilla
 ##                anchor patched": on the anchor's kernel too, its results
 ##                side by side with theirs, reported, not judged; SUITE=all:
 ##                the whole of test_progs, as BPF CI runs it
