@@ -271,6 +271,7 @@ struct cand {
 	uint64_t skip, m;
 	int rank;		/* 0 strict at its head, 1 lossy skipping, 2 lenient */
 	bool tcp;		/* a TCP lane */
+	bool lossy;		/* its pending bytes may never come */
 };
 
 static int cand_cmp(const void *a, const void *b)
@@ -282,15 +283,20 @@ static int cand_cmp(const void *a, const void *b)
 	if (x->m != y->m)
 		return x->m < y->m ? 1 : -1;
 	/* Bytes match by their low five bits only: a short read can fit
-	 * both of a sender's lanes. tcp_bpf reads ingress_msg first.
+	 * both of a sender's lanes. A lossy lane's bytes may be gone (a
+	 * teardown took them), the other's will come; else tcp_bpf reads
+	 * ingress_msg first.
 	 */
+	if (x->lossy != y->lossy)
+		return x->lossy - y->lossy;
 	return x->tcp - y->tcp;
 }
 
 /* Lanes whose next bytes buf[i..] can be: at their head, longest first
- * (ingress before TCP at equal length); then lossy lanes after a gap (at
- * least SKIP_NEEDLE bytes must match there, so that a chance match of a
- * few bytes is not taken for one); then lenient streams.
+ * (at equal length, one not lossy first, then ingress before TCP); then
+ * lossy lanes after a gap (at least SKIP_NEEDLE bytes must match there,
+ * so that a chance match of a few bytes is not taken for one); then
+ * lenient streams.
  */
 static int candidates(struct search *s, size_t i, struct cand *c)
 {
@@ -314,7 +320,7 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 		}
 		if (m)
 			c[nc++] = (struct cand){ li, skip, m, lenient ? 2 : skip ? 1 : 0,
-						 l->path == P_TCP };
+						 l->path == P_TCP, l->lossy };
 	}
 	if (!nc && (lenient_slots & (1u << slot))) {
 		/* A lenient stream may have sent these, wherever. */
@@ -322,7 +328,7 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 
 		while (i + m < s->n && s->buf[i + m] >> 5 == slot)
 			m++;
-		c[nc++] = (struct cand){ -1, 0, m, 2, false };
+		c[nc++] = (struct cand){ -1, 0, m, 2, false, false };
 	}
 	qsort(c, nc, sizeof(*c), cand_cmp);
 	return nc;
@@ -357,6 +363,30 @@ static bool dfs(struct search *s, size_t i)
 		}
 	}
 	return false;
+}
+
+/* With -vv: the lane each part of a read was taken from. */
+static void trace_pieces(const struct fsock *r, const struct search *s)
+{
+	char line[512] = "";
+	size_t off = 0;
+	int k;
+
+	for (k = 0; k < s->npc && off < sizeof(line); k++) {
+		const struct piece *p = &s->pc[k];
+		const struct lane *l = p->lane >= 0 ? &r->lanes[p->lane] : NULL;
+
+		if (l)
+			off += snprintf(line + off, sizeof(line) - off, " s%d/%s +%llu", l->sid,
+					l->path == P_TCP ? "tcp" : "ing", (unsigned long long)p->len);
+		else
+			off += snprintf(line + off, sizeof(line) - off, " lenient +%llu",
+					(unsigned long long)p->len);
+		if (p->skip && off < sizeof(line))
+			off += snprintf(line + off, sizeof(line) - off, " after a gap of %llu",
+					(unsigned long long)p->skip);
+	}
+	trace("  model: slot %d read:%s\n", r->slot, line);
 }
 
 /* Where do buf's first bytes belong? For the failure message. */
@@ -487,6 +517,8 @@ bool model_read(struct fsock *r, const uint8_t *buf, size_t n, bool peek)
 			describe_mismatch(r, buf, n);
 		return false;
 	}
+	if (trace_verbose > 1)
+		trace_pieces(r, &s);
 	if (peek)
 		return true;
 	for (k = 0; k < s.npc; k++) {
