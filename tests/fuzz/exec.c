@@ -526,6 +526,7 @@ void exec_op(const struct op *o, char *res, size_t len)
 	struct fsock *s = o->s >= 0 && o->s < NSOCK ? &socks[o->s] : NULL;
 	int err;
 
+	lost_track_op = false;
 	if (o->kind != OP_PAIRS && !npairs) {
 		snprintf(res, len, "skip:no-pairs");
 		return;

@@ -145,6 +145,8 @@ void model_reset(void);
 int stream_new(int slot);
 bool stream_lenient(int sid);
 void stream_set_lenient(int sid);
+/* The operation running made a stream lenient: where its bytes went is unknown. */
+extern bool lost_track_op;
 struct lane *lane_get(struct fsock *r, int sid, int path);
 void lane_append(struct lane *l, uint64_t off, uint64_t len, uint64_t seq, bool held);
 uint64_t lane_pending(const struct lane *l);

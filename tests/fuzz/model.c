@@ -73,8 +73,11 @@ bool stream_lenient(int sid)
 	return streams[sid].lenient;
 }
 
+bool lost_track_op;
+
 void stream_set_lenient(int sid)
 {
+	lost_track_op = true;
 	streams[sid].lenient = true;
 	lenient_slots |= 1u << streams[sid].slot;
 }
@@ -216,24 +219,24 @@ static size_t match_len(const struct lane *l, uint64_t k, const uint8_t *buf, si
 static int64_t lossy_find(const struct lane *l, uint64_t k, const uint8_t *buf, size_t n)
 {
 	static uint8_t hay[65536 + 16];
-	uint64_t pos = k, limit = k + (8 << 20);
+	uint64_t pos = k, limit = k + (8 << 20), at = 0, done = l->done, len;
 	size_t needle = n < 16 ? n : 16, got;
-
-	uint64_t at = 0, done = l->done;
+	uint8_t *p;
 	int i;
 
 	/* A gap is most likely whole ranges (a teardown took whole
-	 * messages): the start of a later range matches any length.
+	 * messages): the start of a later range matches any length, and
+	 * a range shorter than the needle matches whole (a later send's
+	 * bytes may follow it in buf).
 	 */
 	for (i = l->head; i < l->n; i++, done = 0) {
-		if (at > k && match_len(l, at, buf, needle) == needle)
+		len = l->r[i].len - done;
+		if (at > k && match_len(l, at, buf, needle) >= (len < needle ? len : needle))
 			return at - k;
-		at += l->r[i].len - done;
+		at += len;
 	}
 	if (needle < SKIP_NEEDLE)
 		return -1;
-	uint8_t *p;
-
 	while (pos < limit) {
 		got = lane_expect(l, pos, hay, sizeof(hay));
 		if (got < needle)
@@ -269,7 +272,7 @@ static bool same_slot_others(struct search *s, int lane, int slot)
 struct cand {
 	int lane;
 	uint64_t skip, m;
-	int rank;		/* 0 strict at its head, 1 lossy skipping, 2 lenient */
+	int rank;		/* 0 strict at its head, 1 lossy skipping, 2 lenient, 3 a whole run */
 	bool tcp;		/* a TCP lane */
 	bool lossy;		/* its pending bytes may never come */
 };
@@ -290,6 +293,41 @@ static int cand_cmp(const void *a, const void *b)
 	if (x->lossy != y->lossy)
 		return x->lossy - y->lossy;
 	return x->tcp - y->tcp;
+}
+
+/* The longest tail of buf[0, n) that can be the next bytes of a lane of
+ * @slot the model still checks (neither lenient nor done); 0 if none.
+ */
+static size_t strict_tail(const struct search *s, const uint8_t *buf, size_t n, int slot)
+{
+	static uint8_t want[65536];
+	size_t best = 0, k, got, g;
+	int li;
+
+	for (li = 0; li < s->r->nlanes; li++) {
+		const struct lane *l = &s->r->lanes[li];
+		uint64_t left = lane_pending(l) - s->used[li];
+
+		if (l->slot != slot || streams[l->sid].lenient || lane_pending(l) <= s->used[li])
+			continue;
+		k = n - 1;
+		if (k > left)
+			k = left;
+		if (k > sizeof(want))
+			k = sizeof(want);
+		for (got = 0; got < k; got += g) {
+			g = lane_expect(l, s->used[li] + got, want + got,
+					k - got < GEN_BLOCK ? k - got : GEN_BLOCK);
+			if (!g)
+				break;
+		}
+		for (k = got; k > best; k--)
+			if (!memcmp(buf + n - k, want, k)) {
+				best = k;
+				break;
+			}
+	}
+	return best;
 }
 
 /* Lanes whose next bytes buf[i..] can be: at their head, longest first
@@ -318,17 +356,32 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 				m = match_len(l, s->used[li] + skip, s->buf + i, s->n - i);
 			}
 		}
-		if (m)
-			c[nc++] = (struct cand){ li, skip, m, lenient ? 2 : skip ? 1 : 0,
-						 l->path == P_TCP, l->lossy };
+		if (!m)
+			continue;
+		if (lenient) {
+			/* All of the run, or first without its tail (below). */
+			uint64_t tail = strict_tail(s, s->buf + i, m, slot);
+
+			if (tail)
+				c[nc++] = (struct cand){ li, 0, m - tail, 2, false, false };
+			c[nc++] = (struct cand){ li, 0, m, 3, false, false };
+			continue;
+		}
+		c[nc++] = (struct cand){ li, skip, m, skip ? 1 : 0, l->path == P_TCP, l->lossy };
 	}
 	if (!nc && (lenient_slots & (1u << slot))) {
-		/* A lenient stream may have sent these, wherever. */
-		uint64_t m = 0;
+		/* A lenient stream may have sent these, wherever; but the
+		 * run's last bytes may be the next of a lane still checked,
+		 * sent after them: first leave those to it.
+		 */
+		uint64_t m = 0, tail;
 
 		while (i + m < s->n && s->buf[i + m] >> 5 == slot)
 			m++;
-		c[nc++] = (struct cand){ -1, 0, m, 2, false, false };
+		tail = strict_tail(s, s->buf + i, m, slot);
+		if (tail)
+			c[nc++] = (struct cand){ -1, 0, m - tail, 2, false, false };
+		c[nc++] = (struct cand){ -1, 0, m, 3, false, false };
 	}
 	qsort(c, nc, sizeof(*c), cand_cmp);
 	return nc;
@@ -336,7 +389,7 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 
 static bool dfs(struct search *s, size_t i)
 {
-	struct cand c[MAX_LANES];
+	struct cand c[2 * MAX_LANES + 2];	/* a lenient lane may give two */
 	int nc, k;
 
 	if (i == s->n)
