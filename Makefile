@@ -111,12 +111,13 @@ fuzz: deps $(if $(KERNEL),,tree)
 ##                VARIANTS="vanilla anchor patched": the anchor's kernel
 ##                too, in the same rotation, compared with both;
 ##                ONLY=stream (a comma-separated list): those workloads
-##                alone, REPS=n boots of each kernel (default 4)
+##                alone, REPS=n boots of each kernel (default 4); PROFILE=1:
+##                profile.md, the counted boots' instructions by function
 bench: deps tree
 	$(S)/deps.sh bench
 	$(S)/bench.sh $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) $(if $(REPS),--reps $(REPS)) \
 		$(if $(filter command line,$(origin CONFIG)),--config $(CONFIG)) \
-		$(if $(VARIANTS),--variants "$(VARIANTS)")
+		$(if $(VARIANTS),--variants "$(VARIANTS)") $(if $(PROFILE),--profile)
 
 ## results-md     docs/results.md from results/: a section for each run,
 ##                its tables rendered from its raw data, with the text of its

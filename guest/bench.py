@@ -637,27 +637,19 @@ def manyflow(tools, plan, measure):
         red.close()
 
 
-def profiled(fn, base):
-    """fn, run under perf record on every CPU (cpu-clock: under -icount,
-    samples in proportion to instructions); the profile by symbol, counted
-    in samples, goes to base.txt."""
+def profiled(fn, name, windows):
+    """fn between two marks for bench/insnprof.c, which scripts/bench.sh
+    --profile loads into the instruction-counted boots: getppid(), which
+    nothing else in the guest calls while a measurement runs. The plugin
+    writes the instructions since the previous mark at each one, so the
+    measurement named name[i] of windows is window 2i + 1 of its output."""
     def run():
-        # perf cannot write its data to the shared results directory
-        # (EFAULT on 9p): the guest's own /tmp.
-        data = os.path.join(tempfile.gettempdir(), "bench-perf.data")
-        perf = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", "20000",
-                                 "-o", data], stdout=subprocess.DEVNULL)
-        time.sleep(1)
+        windows.append(name)
+        os.getppid()
         try:
             return fn()
         finally:
-            perf.send_signal(signal.SIGINT)
-            perf.wait(timeout=120)
-            with open(base + ".txt", "w") as out:
-                subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-F",
-                                "sample,dso,sym", "--percent-limit", "0.01"],
-                               stdout=out, stderr=subprocess.DEVNULL, check=True)
-            os.unlink(data)
+            os.getppid()
     return run
 
 
@@ -688,9 +680,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", help="comma-separated workloads to run, of "
                     + ", ".join(WORKLOADS) + " (default: all)")
-    ap.add_argument("--profile", action="store_true", help="each measurement also runs "
-                    "under perf record (cpu-clock, every CPU), its profile by symbol written "
-                    "to profile/ beside OUT.json")
+    ap.add_argument("--profile", action="store_true", help="mark each measurement's "
+                    "start and end for bench/insnprof.c (see profiled())")
     args = ap.parse_args()
     plan = dict(PLANS[args.mode])
     if args.only:
@@ -712,9 +703,8 @@ def main():
         progress(f"{label}: {workload} {system} size {size}")
         rec = {"workload": workload, "system": system, "size": size, **extra}
         if args.profile:
-            name = f"{doc['variant']}-{workload.replace(' ', '')}-{system}-{size}"
-            os.makedirs(os.path.join(os.path.dirname(args.out), "profile"), exist_ok=True)
-            fn = profiled(fn, os.path.join(os.path.dirname(args.out), "profile", name))
+            fn = profiled(fn, f"{workload.replace(' ', '')}-{system}-{size}",
+                          doc.setdefault("profile_windows", []))
         try:
             doc["records"].append(checked(system, fn, redirector, rec))
         except SendRefused as e:

@@ -25,10 +25,11 @@
 # sockperf, redis, wrk, syscall, bench, manyflow, nonredir; see
 # guest/bench.py), in every boot: more repetitions of one comparison in the
 # same time.
-# --profile runs each measurement under perf record too, its profile by
-# symbol written to profile/ in the boot's directory under
-# build/results/bench-vm/ (guest/bench.py profiled()): under -icount,
-# where the instructions go.
+# --profile counts, in the instruction-counted boots, where each
+# measurement's instructions go: bench/insnprof.c (a QEMU plugin) counts
+# them by code address between marks that guest/bench.py sets around each
+# measurement, and scripts/insnprof.py writes profile.md, the kernels side
+# by side by function, in instructions per transaction.
 # --icount-only runs only the instruction-counted boots, into DIR, a full
 # run's directory that has its timed boots, and writes its report again:
 # for a run whose counted boots failed.
@@ -97,6 +98,9 @@ run_boot() {
 	# pinned sender and receiver to CPUs 0 and 1 (see vm-run.sh --pin).
 	if [ "$mode" = icount ]; then
 		opts+=(--icount)
+		# shellcheck disable=SC2054 # the commas are qemu's
+		[ ${#profile[@]} = 0 ] || opts+=(--plugin "$tools/insnprof.so,out=$vm/insnprof.txt,mark=0x$(
+			awk '$3 == "__x64_sys_getppid" { print $1 }' "$kout/System.map")")
 	elif [ "$(nproc)" -ge 2 ]; then
 		opts+=(--pin)
 	fi
@@ -146,6 +150,11 @@ run_boot() {
 	[ -s "$vm/bench.json" ] || die "bench: $mode $v repetition $rep left no results"
 	# With what vm-run.sh's splat scan found (nothing, but for vanilla and
 	# the anchor), and the lines that explain an early death before this boot.
+	if [ -e "$vm/insnprof.txt" ]; then
+		mkdir -p "$out/profile"
+		"$TOP/scripts/insnprof.py" windows "$vm/insnprof.txt" "$kout/System.map" \
+			"$vm/bench.json" >"$out/profile/$v.json"
+	fi
 	python3 - "$vm/bench.json" "$dest" "$vm/splats.txt" "$early" <<-EOF
 		import json, re, sys
 		doc = json.load(open(sys.argv[1]))
@@ -176,3 +185,4 @@ if [ "$mode" = full ]; then
 fi
 log "bench: all boots done; report in $out"
 "$TOP/scripts/bench-report.py" "$out"
+[ ${#profile[@]} = 0 ] || "$TOP/scripts/insnprof.py" report "$out/profile" >"$out/profile.md"

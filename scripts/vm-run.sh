@@ -35,6 +35,8 @@
 #                     guest whose two CPUs take turns measures something
 #                     else than one whose CPUs run side by side. The other
 #                     qemu threads (I/O, timers) stay free. Not with --icount.
+#   --plugin SPEC     load a QEMU TCG plugin (qemu -plugin SPEC: PATH,ARG=V,...;
+#                     bench/insnprof.c)
 #   --no-erms         a guest CPU without ERMS, for the benchmark: with it
 #                     the kernel copies user data of 64 bytes and more with
 #                     rep movsb, which TCG runs one byte per step. A byte
@@ -57,7 +59,7 @@
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 
-kernel='' results='' timeout=1800 boot_timeout=600 cpus=2 mem=4G append='' icount='' splat_ok='' pin='' cpu=max,la57=off
+kernel='' results='' timeout=1800 boot_timeout=600 cpus=2 mem=4G append='' icount='' splat_ok='' pin='' cpu=max,la57=off plugin=()
 need() { [ "$2" -ge 2 ] || die "$1 needs a value (try --help)"; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -72,6 +74,7 @@ while [ $# -gt 0 ]; do
 	--splat-ok) splat_ok=1; shift ;;
 	--pin) pin=1; shift ;;
 	--no-erms) cpu+=,erms=off; shift ;;
+	--plugin) need "$1" $#; plugin=(-plugin "$2"); shift 2 ;;
 	-h | --help) usage 0 ;;
 	--) shift; break ;;
 	*) die "unknown option '$1' (try --help)" ;;
@@ -142,7 +145,7 @@ accel=(-accel tcg,thread=multi)
 # shellcheck disable=SC2054 # the commas are qemu's
 qemu=(
 	qemu-system-x86_64 -nodefaults -no-user-config -no-reboot
-	-machine q35 "${accel[@]}" -cpu "$cpu" -smp "$cpus" -m "$mem"
+	-machine q35 "${accel[@]}" "${plugin[@]}" -cpu "$cpu" -smp "$cpus" -m "$mem"
 	-display none -serial stdio -name guest,debug-threads=on -pidfile "$results/qemu.pid"
 	-kernel "$kernel" -append "$cmdline"
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
