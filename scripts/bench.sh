@@ -29,7 +29,8 @@
 # measurement's instructions go: bench/insnprof.c (a QEMU plugin) counts
 # them by code address between marks that guest/bench.py sets around each
 # measurement, and scripts/insnprof.py writes profile.md, the kernels side
-# by side by function, in instructions per transaction.
+# by side by function, in instructions per send, and budget.md, the
+# stream's sends by part of the kernel, plain TCP against sockmap.
 # --icount-only runs only the instruction-counted boots, into DIR, a full
 # run's directory that has its timed boots, and writes its report again:
 # for a run whose counted boots failed.
@@ -185,4 +186,7 @@ if [ "$mode" = full ]; then
 fi
 log "bench: all boots done; report in $out"
 "$TOP/scripts/bench-report.py" "$out"
-[ ${#profile[@]} = 0 ] || "$TOP/scripts/insnprof.py" report "$out/profile" >"$out/profile.md"
+if [ ${#profile[@]} != 0 ]; then
+	"$TOP/scripts/insnprof.py" report "$out/profile" >"$out/profile.md"
+	"$TOP/scripts/insnprof.py" budget "$out/profile" >"$out/budget.md"
+fi

@@ -15,6 +15,10 @@
       the functions that differ most between the kernels (those that ran
       less than once in 10^5 instructions left out), the first one listed
       the reference.
+  insnprof.py budget DIR > budget.md
+      the stream workload's instructions per send by part of the kernel
+      (PARTS: syscalls, copy, sk_msg, memory, wake-ups, TCP/IP, ...),
+      plain TCP and the sockmap path side by side, for each kernel.
 """
 import bisect
 import glob
@@ -114,7 +118,100 @@ def report(args):
         print()
 
 
+# Where a send's instructions go, for budget: the first pattern a
+# function's name starts with (or contains, for those with a "*") names
+# its part; the rest is "other kernel".
+PARTS = (
+    ("user space", ("(user space)",)),
+    # The sk_msg program and what it calls: its map lookups, its helpers.
+    ("BPF program and helpers", ("(outside", "bpf_", "__bpf", "jhash", "memcmp", "__sock_hash",
+                                 "sock_hash", "__sock_map", "sock_map_lookup", "htab_",
+                                 "__htab")),
+    ("sk_msg and psock", ("sk_msg", "sk_psock", "tcp_bpf", "__sk_msg", "*_sk_msg", "*psock")),
+    ("copy", ("copy_", "_copy_", "rep_movs", "memcpy", "__skb_datagram_iter",
+              "skb_copy_datagram", "simple_copy_to_iter", "*copy_to_iter", "*copy_from_iter")),
+    ("memory and charging", ("kmem_cache", "__kmalloc", "kmalloc", "kfree", "__kfree", "kfree_",
+                             "__alloc_pages", "alloc_pages", "get_page_from_freelist",
+                             "__rmqueue", "free_", "__free", "page_frag", "skb_page_frag",
+                             "sk_page_frag", "__sk_mem", "sk_mem", "mem_cgroup", "__mem_cgroup",
+                             "__mod_memcg", "__mod_lruvec", "__mod_zone", "__mod_node",
+                             "mod_memcg", "mod_lruvec", "mod_zone", "mod_node", "refill_stock",
+                             "obj_cgroup", "memset", "__slab", "slab_", "___slab", "put_page",
+                             "__put_page", "sk_forced_mem", "__sk_stream_memory",
+                             "sk_stream_alloc")),
+    ("wake-up and scheduler", ("__wake_up", "wake_up", "try_to_wake_up", "ttwu", "schedule",
+                               "__schedule", "pick_", "enqueue_", "dequeue_", "update_",
+                               "__update", "finish_task_switch", "select_task_rq",
+                               "sock_def_readable", "sk_stream_write_space", "ep_",
+                               "woken_wake", "autoremove_wake", "set_next", "put_prev",
+                               "sched_", "__enqueue", "__dequeue", "check_preempt",
+                               "wakeup_", "resched", "native_sched", "psi_", "rcu_",
+                               "prepare_task_switch", "__switch_to", "switch_mm",
+                               "hrtick", "cpuacct", "account_", "avg_vruntime",
+                               "place_entity", "reweight", "__calc_delta", "vruntime")),
+    ("syscall entry and exit", ("entry_SYSCALL", "do_syscall", "syscall_", "__x64_sys",
+                                "__sys_", "ksys_", "vfs_", "rw_verify", "security_",
+                                "import_", "__fdget", "fdget", "fput", "__fput",
+                                "exit_to_user", "__sock_sendmsg", "sock_sendmsg",
+                                "sock_recvmsg", "sock_write_iter", "sock_read_iter",
+                                "fpregs", "switch_fpu", "restore_fpregs", "x64_sys_call")),
+    ("TCP/IP and loopback", ("tcp_", "__tcp_", "ip_", "__ip_", "inet_", "__inet", "dev_",
+                             "__dev_", "netif_", "__netif", "net_rx", "eth_", "loopback",
+                             "skb_", "__skb", "alloc_skb", "__alloc_skb", "kfree_skb",
+                             "consume_skb", "sk_reset_timer", "sk_stream", "validate_xmit",
+                             "process_backlog", "enqueue_to_backlog", "raw_local_deliver",
+                             "nf_", "ipv4_", "tcp4_", "tcp_v4", "sk_filter",
+                             "release_sock", "lock_sock", "__release_sock",
+                             "sock_", "__sock", "sk_wait", "__sk_", "sk_")),
+)
+
+
+def part(name):
+    for label, prefixes in PARTS:
+        for p in prefixes:
+            if name.startswith(p) if p[0] != "*" else p[1:] in name:
+                return label
+    return "other kernel"
+
+
+def budget(args):
+    """Per send, by part (PARTS): for each kernel and size, plain TCP and
+    the sockmap path side by side."""
+    (d,) = args
+    print("# Where a send's instructions go\n")
+    print("Instruction-counted boots (bench/insnprof.c), the stream workload: per send"
+          " (one SIZE-byte write and its share of the reader's work), by part of the"
+          " kernel (scripts/insnprof.py PARTS), plain TCP against the sockmap path.\n")
+    for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+        v = os.path.basename(path)[:-len(".json")]
+        run = json.load(open(path))
+        sizes = sorted({int(m.rsplit("-", 1)[1]) for m in run if m.startswith("stream-")})
+        for size in sizes:
+            cols = {}
+            for system in ("tcp", "sockmap"):
+                w = run.get(f"stream-{system}-{size}")
+                sends = sum(w["calls"].values()) if w else 0
+                if not sends:
+                    continue
+                by = {}
+                for k, n in w["insns"].items():
+                    by[part(k)] = by.get(part(k), 0) + n / sends
+                by["all"] = w["total"] / sends
+                cols[system] = by
+            if len(cols) != 2:
+                continue
+            print(f"## {v}, {size} B\n")
+            print("| part | plain TCP | sockmap | sockmap - TCP |")
+            print("|---|---|---|---|")
+            for label in ["all"] + [p for p, _ in PARTS] + ["other kernel"]:
+                t, m = cols["tcp"].get(label, 0), cols["sockmap"].get(label, 0)
+                b = "**" if label == "all" else ""
+                print(f"| {b}{label}{b} | {t:.0f} | {m:.0f} | {m - t:+.0f} |")
+            print()
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in ("windows", "report"):
+    cmds = {"windows": windows, "report": report, "budget": budget}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
-    {"windows": windows, "report": report}[sys.argv[1]](sys.argv[2:])
+    cmds[sys.argv[1]](sys.argv[2:])
