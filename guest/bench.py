@@ -641,8 +641,9 @@ def profiled(fn, name, windows):
     """fn between two marks for bench/insnprof.c, which scripts/bench.sh
     --profile loads into the instruction-counted boots: getppid(), which
     nothing else in the guest calls while a measurement runs. The plugin
-    writes the instructions since the previous mark at each one, so the
-    measurement named name[i] of windows is window 2i + 1 of its output."""
+    writes the instructions since the previous mark at each one, so of
+    the last 2N windows of its output (the guest's start-up may add some
+    before), window 2i + 1 is the measurement named windows[i]."""
     def run():
         windows.append(name)
         os.getppid()

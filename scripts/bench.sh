@@ -149,13 +149,13 @@ run_boot() {
 		log "bench: $mode $v repetition $rep died before init started (see $early); booting it again"
 	done
 	[ -s "$vm/bench.json" ] || die "bench: $mode $v repetition $rep left no results"
-	# With what vm-run.sh's splat scan found (nothing, but for vanilla and
-	# the anchor), and the lines that explain an early death before this boot.
 	if [ -e "$vm/insnprof.txt" ]; then
 		mkdir -p "$out/profile"
 		"$TOP/scripts/insnprof.py" windows "$vm/insnprof.txt" "$kout/System.map" \
 			"$vm/bench.json" >"$out/profile/$v.json"
 	fi
+	# With what vm-run.sh's splat scan found (nothing, but for vanilla and
+	# the anchor), and the lines that explain an early death before this boot.
 	python3 - "$vm/bench.json" "$dest" "$vm/splats.txt" "$early" <<-EOF
 		import json, re, sys
 		doc = json.load(open(sys.argv[1]))

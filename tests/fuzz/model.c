@@ -306,13 +306,12 @@ static size_t strict_tail(const struct search *s, const uint8_t *buf, size_t n, 
 
 	for (li = 0; li < s->r->nlanes; li++) {
 		const struct lane *l = &s->r->lanes[li];
-		uint64_t left = lane_pending(l) - s->used[li];
 
 		if (l->slot != slot || streams[l->sid].lenient || lane_pending(l) <= s->used[li])
 			continue;
 		k = n - 1;
-		if (k > left)
-			k = left;
+		if (k > lane_pending(l) - s->used[li])
+			k = lane_pending(l) - s->used[li];
 		if (k > sizeof(want))
 			k = sizeof(want);
 		for (got = 0; got < k; got += g) {
@@ -328,6 +327,22 @@ static size_t strict_tail(const struct search *s, const uint8_t *buf, size_t n, 
 			}
 	}
 	return best;
+}
+
+/* Candidates for a run of @m bytes at buf[i] that lenient stream bytes
+ * (lane @lane, or -1: of no lane) may be: all of it, and first the run
+ * without the tail that a lane still checked can be, sent after them.
+ * Return: the number of candidates added at @c.
+ */
+static int lenient_cands(const struct search *s, size_t i, uint64_t m, int lane, struct cand *c)
+{
+	uint64_t tail = strict_tail(s, s->buf + i, m, s->buf[i] >> 5);
+	int nc = 0;
+
+	if (tail)
+		c[nc++] = (struct cand){ lane, 0, m - tail, 2, false, false };
+	c[nc++] = (struct cand){ lane, 0, m, 3, false, false };
+	return nc;
 }
 
 /* Lanes whose next bytes buf[i..] can be: at their head, longest first
@@ -358,30 +373,18 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 		}
 		if (!m)
 			continue;
-		if (lenient) {
-			/* All of the run, or first without its tail (below). */
-			uint64_t tail = strict_tail(s, s->buf + i, m, slot);
-
-			if (tail)
-				c[nc++] = (struct cand){ li, 0, m - tail, 2, false, false };
-			c[nc++] = (struct cand){ li, 0, m, 3, false, false };
-			continue;
-		}
-		c[nc++] = (struct cand){ li, skip, m, skip ? 1 : 0, l->path == P_TCP, l->lossy };
+		if (lenient)
+			nc += lenient_cands(s, i, m, li, c + nc);
+		else
+			c[nc++] = (struct cand){ li, skip, m, skip ? 1 : 0, l->path == P_TCP, l->lossy };
 	}
 	if (!nc && (lenient_slots & (1u << slot))) {
-		/* A lenient stream may have sent these, wherever; but the
-		 * run's last bytes may be the next of a lane still checked,
-		 * sent after them: first leave those to it.
-		 */
-		uint64_t m = 0, tail;
+		/* A lenient stream may have sent these, wherever. */
+		uint64_t m = 0;
 
 		while (i + m < s->n && s->buf[i + m] >> 5 == slot)
 			m++;
-		tail = strict_tail(s, s->buf + i, m, slot);
-		if (tail)
-			c[nc++] = (struct cand){ -1, 0, m - tail, 2, false, false };
-		c[nc++] = (struct cand){ -1, 0, m, 3, false, false };
+		nc += lenient_cands(s, i, m, -1, c + nc);
 	}
 	qsort(c, nc, sizeof(*c), cand_cmp);
 	return nc;
