@@ -24,12 +24,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include "fuzz.h"
@@ -217,6 +219,27 @@ static bool verdict_may_hold(const struct fsock *r, const struct expect *e)
 	return r->verdict_prog && (e->tcp || e->held || r->tcp_async_since_look);
 }
 
+/* What TCP says of a socket, for a failure's report: its state, what it
+ * has unsent and unacknowledged, its probes and backoff, what waits to be
+ * read.
+ */
+static void tcp_state(const struct fsock *s)
+{
+	struct tcp_info ti = {};
+	socklen_t len = sizeof(ti);
+	int inq = -1, outq = -1, unsent = -1;
+
+	if (s->fd < 0 || getsockopt(s->fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		return;
+	ioctl(s->fd, SIOCINQ, &inq);
+	ioctl(s->fd, SIOCOUTQ, &outq);
+	ioctl(s->fd, SIOCOUTQNSD, &unsent);
+	printf("# slot %d: state %u, inq %d, outq %d (unsent %d), unacked %u, probes %u, "
+	       "backoff %u, rto %u us, snd_cwnd %u, pmtu %u\n", s->slot, ti.tcpi_state, inq,
+	       outq, unsent, ti.tcpi_unacked, ti.tcpi_probes, ti.tcpi_backoff, ti.tcpi_rto,
+	       ti.tcpi_snd_cwnd, ti.tcpi_pmtu);
+}
+
 static void hang(struct fsock *r, const struct expect *e, const char *what, double took,
 		 int timeout)
 {
@@ -249,6 +272,14 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 	else if (e->eof_due)
 		fail("hang-eof", "slot %d: %s: no EOF in %d ms after the peer's FIN", r->slot, what,
 		     timeout);
+	if (failed()) {
+		/* ss first: the ioctls below may take the socket lock. */
+		fflush(stdout);
+		if (trace_verbose && system("ss -tnoemi 2>/dev/null"))
+			printf("# (no ss)\n");
+		tcp_state(r);
+		tcp_state(&socks[r->slot ^ 1]);
+	}
 }
 
 /* The reader looked (model_looked()) with a read that began with @sig0
@@ -371,15 +402,35 @@ static void read_fionread(struct fsock *r, size_t len, const struct expect *e, c
 		read_nb(r, (size_t)v < len ? (size_t)v : len, e, res, rlen);
 }
 
+/* epoll_wait() on @ep (or poll() on @fd when @ep < 0) for up to timeout_ms,
+ * EINTR retried for what is left: a signal (SIGIO of another socket)
+ * ends neither call early, and neither is restarted by SA_RESTART.
+ * Returns the events, 0 when none came.
+ */
+static uint32_t wait_events(int ep, int fd, int timeout_ms)
+{
+	double t0 = now_ms();
+	int n, left = timeout_ms;
+
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		struct epoll_event ev;
+
+		n = ep >= 0 ? epoll_wait(ep, &ev, 1, left) : poll(&p, 1, left);
+		if (n > 0)
+			return ep >= 0 ? ev.events : (uint32_t)p.revents;
+		if (n == 0 || errno != EINTR)
+			return 0;
+		left = timeout_ms - (int)(now_ms() - t0);
+		if (left < 0)
+			left = 0;
+	}
+}
+
 /* poll() or a level-triggered epoll_wait(): readable when due? */
 static int ready_lt(struct fsock *r, bool epoll, int timeout)
 {
-	struct pollfd p = { r->fd, POLLIN, 0 };
-	struct epoll_event ev;
-
-	if (epoll)
-		return epoll_wait(r->ep_lt, &ev, 1, timeout) > 0 && (ev.events & EPOLLIN);
-	return poll(&p, 1, timeout) > 0 && (p.revents & POLLIN);
+	return wait_events(epoll ? r->ep_lt : -1, r->fd, timeout) & EPOLLIN;
 }
 
 static void read_poll(struct fsock *r, bool epoll, size_t len, const struct expect *e,
@@ -419,13 +470,12 @@ static void read_poll(struct fsock *r, bool epoll, size_t len, const struct expe
  */
 static void read_et(struct fsock *r, size_t len, const struct expect *e, char *res, size_t rlen)
 {
-	struct epoll_event ev;
-	int n = epoll_wait(r->ep_et, &ev, 1, 0);
+	int n = wait_events(r->ep_et, r->fd, 0) != 0;
 	double t0 = now_ms();
 
 	if (n <= 0 && r->et_strict && e->ing) {
 		if (r->et_relaxed) {
-			n = epoll_wait(r->ep_et, &ev, 1, RCVTIMEO_MS);
+			n = wait_events(r->ep_et, r->fd, RCVTIMEO_MS) != 0;
 			if (n <= 0)
 				fail("et-wakeup", "slot %d: no edge-triggered event in %d ms for %d "
 				     "arrival(s), %llu bytes readable, the reader had looked", r->slot,
