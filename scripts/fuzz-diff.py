@@ -16,8 +16,10 @@ allows ('moderated') against an event is listed apart too.
 
 A failure of the reference whose kind FILE lists is a known fault of it
 (tests/fuzz/known-faults.txt), as is one whose KIND@LABEL it lists (a
-fault found in that sequence alone, a regression list's); one it does not
-list is printed as new.
+fault found in that sequence alone, a regression list's), or whose
+KIND~"PATTERN" (a failure of that kind whose message holds the pattern:
+a kernel log line, in any sequence); one it does not list is printed as
+new.
 Exit status 1 if the tested kernel failed any sequence or a difference
 remains that is neither legitimate nor derived.
 """
@@ -118,14 +120,27 @@ def compare(ref, tst):
 
 
 def load_known(path):
-    known = {}
+    """[(kind, label, pattern, what)] of FILE's lines: KIND, KIND@LABEL or
+    KIND~"PATTERN", then what the fault is."""
+    known = []
     if path and pathlib.Path(path).exists():
         for line in pathlib.Path(path).read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                kind, _, what = line.partition(" ")
-                known[kind] = what.strip()
+            m = re.match(r'^(\S+?)(?:@(\S+)|~"([^"]+)")?\s+(.*)$', line.strip())
+            if m and not line.startswith("#"):
+                known.append((m[1], m[2], m[3], m[4]))
     return known
+
+
+def known_fault(known, kind, label, message):
+    """What FILE says of a reference failure, or None: its KIND@LABEL line
+    first, then a KIND~"PATTERN" line whose pattern the message holds, then
+    its KIND line."""
+    for match in (lambda lab, pat: lab == label, lambda lab, pat: pat and pat in message,
+                  lambda lab, pat: not lab and not pat):
+        for k, lab, pat, what in known:
+            if k == kind and match(lab, pat):
+                return what
+    return None
 
 
 def main():
@@ -143,7 +158,7 @@ def main():
         diff, legit, derived, first_any = compare(ro, to)
         ends = []
         if rf:
-            what = known.get(f"{rf[0]}@{label}", known.get(rf[0]))
+            what = known_fault(known, rf[0], label, rf[1])
             tag = f"known: {what}" if what else "NEW to the list"
             ends.append(f"reference FAIL {rf[0]} ({tag}): {rf[1]}")
         if tf:
