@@ -15,7 +15,9 @@
  *   {"flows": F, "size": S, "seconds": T, "transactions": N, "tps": N/T,
  *    "bytes": 2*S*N, "latency_us": {"mean": .., "p50": .., "p99": .., "max": ..}}
  * latency_us is half the round trip, as sockperf reports it; it is given
- * for a single flow only.
+ * for a single flow only. With more than one flow, the client first prints
+ * "connected" once every flow is, and the server "accepted" once it has
+ * accepted them all: the connections are up, idle, between the two.
  *
  *   pingpong solo ADDR SIZE COUNT
  *
@@ -208,8 +210,13 @@ static int server(const char *addr, long flows)
 					die("epoll_ctl");
 				accepted++;
 				open_conns++;
-				if (accepted == flows)
+				if (accepted == flows) {
 					epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+					if (flows > 1) {
+						printf("accepted\n");
+						fflush(stdout);
+					}
+				}
 				continue;
 			}
 			got = read(fd, buf, MAX_SIZE);
@@ -270,6 +277,10 @@ static int client(const char *addr, long size, double seconds, long flows)
 		ev.data.u64 = i;
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, fl[i].fd, &ev))
 			die("epoll_ctl");
+	}
+	if (flows > 1) {
+		printf("connected\n");
+		fflush(stdout);
 	}
 
 	start = now_ns();

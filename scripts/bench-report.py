@@ -32,7 +32,7 @@ import statistics
 import sys
 
 from benchplots import plots
-from benchrun import (NONREDIR_BUDGET, PAIRS, SERVER_RATES, VARIANTS, Run, change_pct,
+from benchrun import (NONREDIR_BUDGET, PAIRS, SERVER_RATES, VARIANTS, Run, Stat, change_pct,
                      fmt_change, fmt_pct, fmt_ratio, paired, ratio, size_label, within_budget)
 
 # The published v4 numbers (bare metal, ../shared/DESIGN.md), for shape only.
@@ -243,6 +243,7 @@ def stream(r):
     writer = any(k[4] == "sender_wakeups_per_mb" for k in r.data)
     reads = any(k[4] == "reads_per_mb" for k in r.data)
     cpus = any(k[4] == "sender_cpu_busy" for k in r.data)
+    uds = any(k[:2] == ("stream", "uds") for k in r.data)
     yield size_table(
         r, "Stream to a reader that keeps up: SIZE-byte blocking writes, blocking 64 KiB "
         "reads, every byte checked (bench/pingpong stream), Gbit/s, receiver "
@@ -260,6 +261,7 @@ def stream(r):
             *t.per_pair("ratio of sockmap / TCP, same boot, {b}/{a}", "stream",
                         "sockmap", "per_tcp"),
             *t.per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
+            *(t.per_kernel("{v} UDS", "stream", "uds", "gbit_s") if uds else ()),
             *t.per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb"),
             *t.per_pair("wake-ups ratio {b}/{a}", "stream", "sockmap", "wakeups_per_mb"),
             ("TCP wake-ups/MB (patched)", t.cell("stream", "tcp", "patched", "wakeups_per_mb")),
@@ -347,19 +349,39 @@ def kernel_columns(r, first):
     return [first] + r.present + [f"change{r.versus(a, b)}" for a, b in r.pairs]
 
 
+MANYFLOW = (("nobpf", "no BPF loaded"), ("pass", "in a sockhash, sk_msg passes (no redirect)"),
+            ("sockmap", "in a sockhash, every message redirected"))
+
+
 def many_flows(r):
     flows = r.flows()
     if not flows:
         return
     rows = []
-    for system, name in (("nobpf", "no BPF loaded"),
-                         ("pass", "in a sockhash, sk_msg passes (no redirect)")):
-        st = {v: r.stat("manyflow", system, 64, v, "tps") for v in r.present}
+    have = {(k[1], k[4]) for k in r.stat.data if k[0] == "manyflow"}
+    for metric, what in (("tps", "transactions/s"), ("slab_per_flow", "slab bytes per flow")):
+        for system, name in MANYFLOW:
+            if (system, metric) not in have:
+                continue
+            st = {v: r.stat("manyflow", system, 64, v, metric) for v in r.present}
+            if all(st.values()):
+                rows.append((f"{name}: {what}", [st[v].fmt() for v in r.present]
+                             + [fmt_change(st[a], st[b]) for a, b in r.pairs]))
+    # Counted: 10^9 instructions over transactions/s (one boot a kernel).
+    counted = {k[1] for k in r.istat.data if k[0] == "manyflow" and k[4] == "tps"}
+    for system, name in MANYFLOW:
+        if system not in counted:
+            continue
+        st = {v: r.istat("manyflow", system, 64, v, "tps") for v in r.present}
         if all(st.values()):
-            rows.append((name, [st[v].fmt() for v in r.present]
+            st = {v: Stat([1e9 / x for x in s.values]) for v, s in st.items()}
+            rows.append((f"{name}: instructions per transaction (counted)",
+                         [st[v].fmt() for v in r.present]
                          + [fmt_change(st[a], st[b]) for a, b in r.pairs]))
-    yield Table(f"Many flows: {flows} TCP connections, 64-byte request/response, "
-                "transactions/s", kernel_columns(r, "system"), rows)
+    yield Table(f"Many flows: {flows} TCP connections, 64-byte request/response: "
+                "transactions/s, and the kernel's slab memory per flow (both ends) once "
+                "every flow is connected and accepted, before its first request",
+                kernel_columns(r, "system"), rows)
 
 
 def counted(part):
@@ -423,6 +445,8 @@ def icount_stream(r):
             *t.per_kernel("{v} sockmap", "stream", "sockmap", "gbit_s"),
             *t.per_pair("ratio {b}/{a}", "stream", "sockmap", "gbit_s"),
             *t.per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
+            *(t.per_kernel("{v} UDS", "stream", "uds", "gbit_s")
+              if any(k[:2] == ("stream", "uds") for k in t.data) else ()),
             *t.per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb"),
             *t.per_kernel("{v} writer sleeps/MB", "stream", "sockmap", "sender_wakeups_per_mb"),
         ])
@@ -560,7 +584,8 @@ def other_targets(r):
             return f"{f:.2f}x fewer", f >= 4
     if 64 in r.ts:
         yield "receiver wake-ups/MB at 64 B at least 4x fewer", wakeups
-    for system in ("nobpf", "pass") if r.flows() else ():
+    ran = {k[1] for k in r.stat.data if k[0] == "manyflow"}
+    for system in [s for s, _ in MANYFLOW if s in ran] if r.flows() else ():
         def cost(v, system=system):
             a = r.stat("manyflow", system, 64, "vanilla", "tps")
             b = r.stat("manyflow", system, 64, v, "tps")
@@ -570,6 +595,17 @@ def other_targets(r):
                 return (f"{(x - 1) * 100:+.1f}% (noise ±{sd * 100:.1f}%)",
                         x >= 1 - max(sd, 0.01))
         yield f"many-flow ({system}): no measurable cost", cost
+
+        def memory(v, system=system):
+            a = r.stat("manyflow", system, 64, "vanilla", "slab_per_flow")
+            b = r.stat("manyflow", system, 64, v, "slab_per_flow")
+            if a and b:
+                x, sd = ratio(a, b)
+                return (f"{b.mean:.0f} against {a.mean:.0f} bytes ({(x - 1) * 100:+.1f}%)",
+                        x <= 1 + max(sd, 0.01))
+        if any(k[1] == system and k[4] == "slab_per_flow" for k in r.stat.data
+               if k[0] == "manyflow"):
+            yield f"many-flow ({system}): no more slab per idle flow", memory
     if r.nonredir:
         def nonredir_cost(v):
             changes = [(c, name) for name, st in r.nonredir

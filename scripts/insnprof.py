@@ -16,9 +16,10 @@
       less than once in 10^5 instructions left out), the first one listed
       the reference.
   insnprof.py budget DIR > budget.md
-      the stream workload's instructions per send by part of the kernel
-      (PARTS: syscalls, copy, sk_msg, memory, wake-ups, TCP/IP, ...),
-      plain TCP and the sockmap path side by side, for each kernel.
+      the stream's and the ping-pong's instructions per send by part of the
+      kernel (PARTS: syscalls, copy, sk_msg, memory, wake-ups, TCP/IP, ...),
+      for each size: plain TCP, the Unix socket and the sockmap path of
+      each kernel side by side.
 """
 import bisect
 import glob
@@ -155,7 +156,9 @@ PARTS = (
                                 "exit_to_user", "__sock_sendmsg", "sock_sendmsg",
                                 "sock_recvmsg", "sock_write_iter", "sock_read_iter",
                                 "fpregs", "switch_fpu", "restore_fpregs", "x64_sys_call")),
-    ("TCP/IP and loopback", ("tcp_", "__tcp_", "ip_", "__ip_", "inet_", "__inet", "dev_",
+    # Its own protocol's code; the skbs it allocates and frees count here too.
+    ("Unix socket", ("unix_", "__unix", "scm_", "maybe_add_creds", "unix_scm")),
+    ("TCP/IP, loopback, skbs", ("tcp_", "__tcp_", "ip_", "__ip_", "inet_", "__inet", "dev_",
                              "__dev_", "netif_", "__netif", "net_rx", "eth_", "loopback",
                              "skb_", "__skb", "alloc_skb", "__alloc_skb", "kfree_skb",
                              "consume_skb", "sk_reset_timer", "sk_stream", "validate_xmit",
@@ -174,39 +177,61 @@ def part(name):
     return "other kernel"
 
 
+def per_send(w):
+    """A stream window's instructions per send, by part, and "all"."""
+    sends = sum(w["calls"].values())
+    by = {}
+    for k, n in w["insns"].items():
+        by[part(k)] = by.get(part(k), 0) + n / sends
+    by["all"] = w["total"] / sends
+    return by
+
+
+# The workloads budget() splits, each with its windows' names (before the
+# size) for plain TCP, the Unix socket and the sockmap path.
+BUDGETS = (
+    ("A stream's write (bench/pingpong stream)",
+     (("plain TCP", "stream-tcp"), ("Unix socket", "stream-uds")), "stream-sockmap"),
+    ("Ping-pong, half a round trip (sockperf --tcp; the Unix socket: bench/pingpong)",
+     (("plain TCP", "sockperf-tcp"), ("Unix socket", "pingpong-uds")), "sockperf-sockmap"),
+)
+
+
 def budget(args):
-    """Per send, by part (PARTS): for each kernel and size, plain TCP and
-    the sockmap path side by side."""
+    """Per send, by part (PARTS), for each workload and size: plain TCP and
+    the Unix socket (on the first kernel that has them: the unpatched one),
+    then the sockmap path on each kernel."""
     (d,) = args
+    runs = {os.path.basename(p)[:-len(".json")]: json.load(open(p))
+            for p in glob.glob(os.path.join(d, "*.json"))}
+    order = [v for v in ("vanilla", "anchor", "patched") if v in runs]
+    order += sorted(v for v in runs if v not in order)
     print("# Where a send's instructions go\n")
-    print("Instruction-counted boots (bench/insnprof.c), the stream workload: per send"
-          " (one SIZE-byte write and its share of the reader's work), by part of the"
-          " kernel (scripts/insnprof.py PARTS), plain TCP against the sockmap path.\n")
-    for path in sorted(glob.glob(os.path.join(d, "*.json"))):
-        v = os.path.basename(path)[:-len(".json")]
-        run = json.load(open(path))
-        sizes = sorted({int(m.rsplit("-", 1)[1]) for m in run if m.startswith("stream-")})
+    print("Instruction-counted boots (bench/insnprof.c): per send (one SIZE-byte write"
+          " and its share of the reader's work; in a ping-pong, half a round trip), by"
+          " part of the kernel (scripts/insnprof.py PARTS).\n")
+
+    def window(v, name):
+        w = runs[v].get(name)
+        return per_send(w) if w and w.get("calls") else None
+    for title, controls, sockmap in BUDGETS:
+        sizes = sorted({int(m.rsplit("-", 1)[1]) for run in runs.values() for m in run
+                        if m.rsplit("-", 1)[0] == sockmap})
         for size in sizes:
-            cols = {}
-            for system in ("tcp", "sockmap"):
-                w = run.get(f"stream-{system}-{size}")
-                sends = sum(w["calls"].values()) if w else 0
-                if not sends:
-                    continue
-                by = {}
-                for k, n in w["insns"].items():
-                    by[part(k)] = by.get(part(k), 0) + n / sends
-                by["all"] = w["total"] / sends
-                cols[system] = by
-            if len(cols) != 2:
-                continue
-            print(f"## {v}, {size} B\n")
-            print("| part | plain TCP | sockmap | sockmap - TCP |")
-            print("|---|---|---|---|")
+            cols = []
+            for name, prefix in controls:
+                v = next((v for v in order if window(v, f"{prefix}-{size}")), None)
+                if v:
+                    cols.append((f"{name} ({v})", window(v, f"{prefix}-{size}")))
+            cols += [(f"sockmap, {v}", window(v, f"{sockmap}-{size}")) for v in order
+                     if window(v, f"{sockmap}-{size}")]
+            print(f"## {title}: {size} B\n")
+            print("| part | " + " | ".join(c for c, _ in cols) + " |")
+            print("|---" * (len(cols) + 1) + "|")
             for label in ["all"] + [p for p, _ in PARTS] + ["other kernel"]:
-                t, m = cols["tcp"].get(label, 0), cols["sockmap"].get(label, 0)
                 b = "**" if label == "all" else ""
-                print(f"| {b}{label}{b} | {t:.0f} | {m:.0f} | {m - t:+.0f} |")
+                print(f"| {b}{label}{b} | "
+                      + " | ".join(f"{by.get(label, 0):,.0f}" for _, by in cols) + " |")
             print()
 
 
