@@ -32,8 +32,10 @@ import statistics
 import sys
 
 from benchplots import plots
-from benchrun import (NONREDIR_BUDGET, PAIRS, SERVER_RATES, VARIANTS, Run, Stat, change_pct,
-                     fmt_change, fmt_pct, fmt_ratio, paired, ratio, size_label, within_budget)
+from benchresults import results_md
+from benchrun import (NONREDIR_BUDGET, PAIRS, SERVER_RATES, VARIANTS, Run, Stat, Table,
+                     change_pct, fmt_change, fmt_pct, fmt_ratio, paired, ratio, size_label,
+                     within_budget)
 
 # The published v4 numbers (bare metal, ../shared/DESIGN.md), for shape only.
 ANCHOR_TPUT_RATIO = {64: 2.41, 128: 2.28, 256: 2.25, 512: 2.43, 1024: 2.48, 4096: 2.61,
@@ -52,26 +54,6 @@ def cost_balance(gbit):
     per_byte = (us[65536] - us[64]) / (65536 - 64)
     fixed = us[64] - 64 * per_byte
     return fixed, per_byte * 1e3, fixed / per_byte / 1024
-
-
-class Table:
-    """A table of the report: its title, the text between the title and
-    the table, the column heads (the first heads the rows' names) and the
-    rows, each a name and its cells."""
-
-    def __init__(self, title, columns, rows, text=()):
-        self.title, self.columns, self.rows, self.text = title, columns, rows, list(text)
-
-    def lines(self, heading="##"):
-        """The table in Markdown, its title a heading (##), or in italics
-        above it without HEADING."""
-        yield f"{heading} {self.title}\n" if heading else f"*{self.title}*\n"
-        yield from self.text
-        yield "| " + " | ".join(self.columns) + " |"
-        yield "|---|" + "---|" * (len(self.columns) - 1)
-        for name, cells in self.rows:
-            yield f"| {name} | " + " | ".join(cells) + " |"
-        yield ""
 
 
 def published(f):
@@ -584,28 +566,28 @@ def other_targets(r):
             return f"{f:.2f}x fewer", f >= 4
     if 64 in r.ts:
         yield "receiver wake-ups/MB at 64 B at least 4x fewer", wakeups
-    ran = {k[1] for k in r.stat.data if k[0] == "manyflow"}
-    for system in [s for s, _ in MANYFLOW if s in ran] if r.flows() else ():
-        def cost(v, system=system):
-            a = r.stat("manyflow", system, 64, "vanilla", "tps")
-            b = r.stat("manyflow", system, 64, v, "tps")
+    def manyflow(system, metric, show, ok):
+        """A target on the many-flow METRIC of SYSTEM against vanilla's:
+        show(a, b, b/a, noise) says it, ok(b/a, noise) judges it."""
+        def f(v):
+            a = r.stat("manyflow", system, 64, "vanilla", metric)
+            b = r.stat("manyflow", system, 64, v, metric)
             if a and b:
                 x, sd = ratio(a, b)
-                # "No measurable cost": not below vanilla by more than the noise.
-                return (f"{(x - 1) * 100:+.1f}% (noise ±{sd * 100:.1f}%)",
-                        x >= 1 - max(sd, 0.01))
-        yield f"many-flow ({system}): no measurable cost", cost
-
-        def memory(v, system=system):
-            a = r.stat("manyflow", system, 64, "vanilla", "slab_per_flow")
-            b = r.stat("manyflow", system, 64, v, "slab_per_flow")
-            if a and b:
-                x, sd = ratio(a, b)
-                return (f"{b.mean:.0f} against {a.mean:.0f} bytes ({(x - 1) * 100:+.1f}%)",
-                        x <= 1 + max(sd, 0.01))
-        if any(k[1] == system and k[4] == "slab_per_flow" for k in r.stat.data
-               if k[0] == "manyflow"):
-            yield f"many-flow ({system}): no more slab per idle flow", memory
+                return show(a, b, x, sd), ok(x, max(sd, 0.01))
+        return f
+    have = {(k[1], k[4]) for k in r.stat.data if k[0] == "manyflow"}
+    for system, _ in MANYFLOW if r.flows() else ():
+        if (system, "tps") in have:
+            # "No measurable cost": not below vanilla by more than the noise.
+            yield f"many-flow ({system}): no measurable cost", manyflow(
+                system, "tps", lambda a, b, x, sd: f"{(x - 1) * 100:+.1f}% (noise ±{sd * 100:.1f}%)",
+                lambda x, noise: x >= 1 - noise)
+        if (system, "slab_per_flow") in have:
+            yield f"many-flow ({system}): no more slab per idle flow", manyflow(
+                system, "slab_per_flow",
+                lambda a, b, x, sd: f"{b.mean:.0f} against {a.mean:.0f} bytes ({(x - 1) * 100:+.1f}%)",
+                lambda x, noise: x <= 1 + noise)
     if r.nonredir:
         def nonredir_cost(v):
             changes = [(c, name) for name, st in r.nonredir
@@ -667,144 +649,9 @@ def report(r):
                 yield item
 
 
-# docs/results.md: bench-report.py --results-md results/ (make results-md).
-
-RESULTS_HEADER = ("<!-- Generated from results/ by make results-md (scripts/bench-report.py "
-                  "--results-md results/ > docs/results.md): edit results/NOTE.md, "
-                  "results/<run>/NOTE.md or the script, not this file. -->")
-# Where results/NOTE.md places the runs' sections: "<!-- runs -->", every
-# run not yet placed, or "<!-- runs from NAME -->", those of them named NAME
-# or later.
-RUNS = re.compile(r"^<!-- runs(?: from (\S+))? -->$")
-# Where a run's NOTE.md places tables of its report: "<!-- table TITLE |
-# ROW | ... -->", those whose title starts with TITLE, with the rows named
-# ROW alone (see row_test()), or whole without any ROW.
-TABLE = re.compile(r"^<!-- table (.+?) -->$")
-# What a run without a NOTE.md shows of its report: each table whose title
-# starts with the first, with the rows named the rest (the whole table
-# without any).
-DIGEST = (
-    ("Throughput: iperf3", "ratio {b}/{a}"),
-    ("Stream to a reader", "ratio {b}/{a}"),
-    ("Latency: sockperf", "change{vs}"),
-    ("Selftests bench", "ratio{vs}"),
-    ("Real server: redis", "SET ratio {b}/{a}", "GET ratio {b}/{a}"),
-    ("Real server: wrk", "ratio {b}/{a}"),
-    ("Many flows",),
-    ("Instruction-counted", "ratio {b}/{a}", "change{vs}"),
-    ("Instruction-counted system calls",),
-    ("Sockets in a sockmap that do not redirect",),
-)
-
-
-def row_test(title, *rows):
-    """Whether a table's row, named NAME, is wanted: test(table, name). The
-    table's title starts with TITLE and NAME is one of ROWS, in which {v},
-    {a} and {b} stand for any kernel and {vs} for any comparison or none;
-    every row is, without ROWS."""
-    kernel = "(?:" + "|".join(VARIANTS) + ")"
-    stand = {"{v}": kernel, "{a}": kernel, "{b}": kernel, "{vs}": f"(?: {kernel}/{kernel})?"}
-    names = re.compile("|".join("".join(stand.get(part, re.escape(part))
-                                        for part in re.split(r"(\{\w+\})", row))
-                                for row in rows))
-    return lambda table, name: (table.title.startswith(title)
-                                and (not rows or bool(names.fullmatch(name))))
-
-
-def pick(tables, *tests):
-    """The TABLES with rows that pass one of TESTS (row_test()), with those
-    rows alone."""
-    picked = []
-    for t in tables:
-        rows = [row for row in t.rows if any(test(t, row[0]) for test in tests)]
-        if rows:
-            picked.append(Table(t.title, t.columns, rows, t.text))
-    return picked
-
-
-def read_tables(path):
-    """The tables of a report.md, as report() gives them."""
-    tables = []
-    for block in open(path).read().split("\n## ")[1:]:
-        title, _, body = block.partition("\n")
-        lines = body.split("\n")
-        rows = [line[2:-2].split(" | ") for line in lines if line.startswith("| ")]
-        if rows:
-            start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-            tables.append(Table(title, rows[0], [(row[0], row[1:]) for row in rows[1:]],
-                                [line + "\n" for line in lines[:start] if line]))
-    return tables
-
-
-def run_section(d):
-    """The lines of run D's section: its NOTE.md, with the tables it names,
-    or a line on its boots and its DIGEST. The tables are rendered from its
-    raw data (a measurement missing there shows as missing, as it did in
-    the runs before it was measured), or read from its report.md if it has
-    none."""
-    name = os.path.basename(os.path.normpath(d))
-    if glob.glob(os.path.join(d, "raw", "*.json")):
-        r = Run(d)
-        tables = [item for item in report(r) if isinstance(item, Table)]
-    else:
-        r, tables = None, read_tables(os.path.join(d, "report.md"))
-    note = os.path.join(d, "NOTE.md")
-    lines = open(note).read().split("\n") if os.path.exists(note) else []
-    title = lines.pop(0)[2:] if lines and lines[0].startswith("# ") else None
-    yield f"## results/{name}" + (f": {title}" if title else "") + "\n"
-    if not "".join(lines).strip():
-        yield boots(r, name) + "\n"
-        for t in pick(tables, *(row_test(*digest) for digest in DIGEST)):
-            yield from t.lines(None)
-    for line in lines:
-        m = TABLE.match(line)
-        if not m:
-            yield line
-            continue
-        found = pick(tables, row_test(*(part.strip() for part in m.group(1).split("|"))))
-        if not found:
-            sys.exit(f"bench-report: {note}: no table in the run for {line}")
-        for t in found:
-            yield from t.lines(None)
-
-
-def boots(r, name):
-    """A line on run R's boots, with a link to its report."""
-    link = f"[results/{name}/report.md](../results/{name}/report.md)"
-    if not r:
-        return f"The run's report: {link}."
-    counted = [doc["variant"] for doc in r.icdocs]
-    return ("Timed boots: " + ", ".join(f"{len(r.reps[v])} of {v}" for v in r.present)
-            + ("; instruction-counted: " + ", ".join(f"{counted.count(v)} of {v}" for v in
-                                                    VARIANTS if v in counted) if counted else "")
-            + f". The report, with the kernels, the tools and every table: {link}.")
-
-
-def results_md(top):
-    """docs/results.md: TOP/NOTE.md with the sections of TOP's runs, newest
-    first, where it places them (RUNS)."""
-    runs = sorted((d for d in glob.glob(os.path.join(top, "*", ""))
-                   if glob.glob(os.path.join(d, "raw", "*.json"))
-                   or os.path.exists(os.path.join(d, "report.md"))), reverse=True)
-    out = [RESULTS_HEADER]
-    for line in open(os.path.join(top, "NOTE.md")).read().split("\n"):
-        m = RUNS.match(line)
-        if not m:
-            out.append(line)
-            continue
-        since = m.group(1) or ""
-        for d in [d for d in runs if os.path.basename(os.path.normpath(d)) >= since]:
-            out.extend(run_section(d))
-            out.append("")
-            runs.remove(d)
-    if runs:
-        sys.exit(f"bench-report: {top}/NOTE.md places no section for " + ", ".join(runs))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out).strip("\n") + "\n")
-
-
 def main():
     if sys.argv[1:2] == ["--results-md"]:
-        sys.stdout.write(results_md(sys.argv[2]))
+        sys.stdout.write(results_md(sys.argv[2], report))
         return
     d = sys.argv[1]
     r = Run(d)

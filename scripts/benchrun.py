@@ -301,3 +301,23 @@ class Run:
                 for s in self.stat.sizes(wl)
                 if all(self.data.get((wl, "sockmap", s, v, m + "_per_tcp"))
                        for v in self.present)]
+
+
+class Table:
+    """A table of the report: its title, the text between the title and
+    the table, the column heads (the first heads the rows' names) and the
+    rows, each a name and its cells."""
+
+    def __init__(self, title, columns, rows, text=()):
+        self.title, self.columns, self.rows, self.text = title, columns, rows, list(text)
+
+    def lines(self, heading="##"):
+        """The table in Markdown, its title a heading (##), or in italics
+        above it without HEADING."""
+        yield f"{heading} {self.title}\n" if heading else f"*{self.title}*\n"
+        yield from self.text
+        yield "| " + " | ".join(self.columns) + " |"
+        yield "|---|" + "---|" * (len(self.columns) - 1)
+        for name, cells in self.rows:
+            yield f"| {name} | " + " | ".join(cells) + " |"
+        yield ""
