@@ -33,7 +33,7 @@ import sys
 
 from benchplots import plots
 from benchresults import results_md
-from benchrun import (NONREDIR_BUDGET, PAIRS, SERVER_RATES, VARIANTS, Run, Stat, Table,
+from benchrun import (NONREDIR_BUDGET, PAIRS, SERVER_RATES, VARIANTS, Run, Table,
                      change_pct, fmt_change, fmt_pct, fmt_ratio, nonredir_noise, paired, ratio,
                      size_label, within_budget)
 
@@ -225,7 +225,7 @@ def stream(r):
     writer = any(k[4] == "sender_wakeups_per_mb" for k in r.data)
     reads = any(k[4] == "reads_per_mb" for k in r.data)
     cpus = any(k[4] == "sender_cpu_busy" for k in r.data)
-    uds = any(k[:2] == ("stream", "uds") for k in r.data)
+    uds = t.has("stream", "uds")
     yield size_table(
         r, "Stream to a reader that keeps up: SIZE-byte blocking writes, blocking 64 KiB "
         "reads, every byte checked (bench/pingpong stream), Gbit/s, receiver "
@@ -340,23 +340,20 @@ def many_flows(r):
     if not flows:
         return
     rows = []
-    have = {(k[1], k[4]) for k in r.stat.data if k[0] == "manyflow"}
     for metric, what in (("tps", "transactions/s"), ("slab_per_flow", "slab bytes per flow")):
         for system, name in MANYFLOW:
-            if (system, metric) not in have:
+            if not r.stat.has("manyflow", system, metric):
                 continue
             st = {v: r.stat("manyflow", system, 64, v, metric) for v in r.present}
             if all(st.values()):
                 rows.append((f"{name}: {what}", [st[v].fmt() for v in r.present]
                              + [fmt_change(st[a], st[b]) for a, b in r.pairs]))
     # Counted: 10^9 instructions over transactions/s (one boot a kernel).
-    counted = {k[1] for k in r.istat.data if k[0] == "manyflow" and k[4] == "tps"}
     for system, name in MANYFLOW:
-        if system not in counted:
+        if not r.istat.has("manyflow", system, "tps"):
             continue
-        st = {v: r.istat("manyflow", system, 64, v, "tps") for v in r.present}
-        if all(st.values()):
-            st = {v: Stat([1e9 / x for x in s.values]) for v, s in st.items()}
+        st = r.istat.mapped("manyflow", system, 64, "tps", lambda x: 1e9 / x)
+        if len(st) == len(r.present):
             rows.append((f"{name}: instructions per transaction (counted)",
                          [st[v].fmt() for v in r.present]
                          + [fmt_change(st[a], st[b]) for a, b in r.pairs]))
@@ -427,8 +424,8 @@ def icount_stream(r):
             *t.per_kernel("{v} sockmap", "stream", "sockmap", "gbit_s"),
             *t.per_pair("ratio {b}/{a}", "stream", "sockmap", "gbit_s"),
             *t.per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
-            *(t.per_kernel("{v} UDS", "stream", "uds", "gbit_s")
-              if any(k[:2] == ("stream", "uds") for k in t.data) else ()),
+            *(t.per_kernel("{v} UDS", "stream", "uds", "gbit_s") if t.has("stream", "uds")
+              else ()),
             *t.per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb"),
             *t.per_kernel("{v} writer sleeps/MB", "stream", "sockmap", "sender_wakeups_per_mb"),
         ])
@@ -578,14 +575,13 @@ def other_targets(r):
                 x, sd = ratio(a, b)
                 return show(a, b, x, sd), ok(x, max(sd, 0.01))
         return f
-    have = {(k[1], k[4]) for k in r.stat.data if k[0] == "manyflow"}
     for system, _ in MANYFLOW if r.flows() else ():
-        if (system, "tps") in have:
+        if r.stat.has("manyflow", system, "tps"):
             # "No measurable cost": not below vanilla by more than the noise.
             yield f"many-flow ({system}): no measurable cost", manyflow(
                 system, "tps", lambda a, b, x, sd: f"{(x - 1) * 100:+.1f}% (noise ±{sd * 100:.1f}%)",
                 lambda x, noise: x >= 1 - noise)
-        if (system, "slab_per_flow") in have:
+        if r.stat.has("manyflow", system, "slab_per_flow"):
             yield f"many-flow ({system}): no more slab per idle flow", manyflow(
                 system, "slab_per_flow",
                 lambda a, b, x, sd: f"{b.mean:.0f} against {a.mean:.0f} bytes ({(x - 1) * 100:+.1f}%)",

@@ -197,6 +197,15 @@ class Measures:
             return None
         return Stat(v)
 
+    def has(self, workload, system, metric=None):
+        """Whether any kernel has a measure of SYSTEM in WORKLOAD (of METRIC)."""
+        return any(k[:2] == (workload, system) and metric in (None, k[4]) for k in self.data)
+
+    def mapped(self, workload, system, size, metric, f):
+        """{kernel: Stat of f(value)} of the kernels that have the measure."""
+        st = {v: self(workload, system, size, v, metric) for v in self.run.present}
+        return {v: Stat([f(x) for x in s.values]) for v, s in st.items() if s}
+
     def refused(self, workload, system, size, variant):
         """How many boots' kernel refused this measurement's writes (vanilla,
         the anchor)."""
@@ -292,9 +301,7 @@ class Run:
         workload's sockperf ping-pong by size (a round trip is twice its
         RTT/2, and a ns an instruction), then the many-flow ping-pong (10^9
         over transactions per second), where the counted boots ran them."""
-        def per(workload, system, size, metric, f):
-            st = {v: self.istat(workload, system, size, v, metric) for v in self.present}
-            return {v: Stat([f(x) for x in s.values]) for v, s in st.items() if s}
+        per = self.istat.mapped
         rows = [(f"sockperf {size_label(s)}, {system}: {name}",
                  per("nonredir", system, s, "latency_us", lambda x: 2e3 * x))
                 for s in self.istat.sizes("nonredir") for system, name in NONREDIR]

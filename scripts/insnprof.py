@@ -178,7 +178,7 @@ def part(name):
 
 
 def per_send(w):
-    """A stream window's instructions per send, by part, and "all"."""
+    """A window's instructions per send, by part, and "all"."""
     sends = sum(w["calls"].values())
     by = {}
     for k, n in w["insns"].items():
@@ -211,20 +211,19 @@ def budget(args):
           " and its share of the reader's work; in a ping-pong, half a round trip), by"
           " part of the kernel (scripts/insnprof.py PARTS).\n")
 
-    def window(v, name):
-        w = runs[v].get(name)
-        return per_send(w) if w and w.get("calls") else None
+    # Each kernel's windows that counted sends, split by part once.
+    split = {v: {m: per_send(w) for m, w in runs[v].items() if w.get("calls")} for v in order}
     for title, controls, sockmap in BUDGETS:
         sizes = sorted({int(m.rsplit("-", 1)[1]) for run in runs.values() for m in run
                         if m.rsplit("-", 1)[0] == sockmap})
         for size in sizes:
             cols = []
             for name, prefix in controls:
-                v = next((v for v in order if window(v, f"{prefix}-{size}")), None)
+                v = next((v for v in order if f"{prefix}-{size}" in split[v]), None)
                 if v:
-                    cols.append((f"{name} ({v})", window(v, f"{prefix}-{size}")))
-            cols += [(f"sockmap, {v}", window(v, f"{sockmap}-{size}")) for v in order
-                     if window(v, f"{sockmap}-{size}")]
+                    cols.append((f"{name} ({v})", split[v][f"{prefix}-{size}"]))
+            cols += [(f"sockmap, {v}", split[v][f"{sockmap}-{size}"]) for v in order
+                     if f"{sockmap}-{size}" in split[v]]
             print(f"## {title}: {size} B\n")
             print("| part | " + " | ".join(c for c, _ in cols) + " |")
             print("|---" * (len(cols) + 1) + "|")

@@ -306,12 +306,14 @@ static size_t strict_tail(const struct search *s, const uint8_t *buf, size_t n, 
 
 	for (li = 0; li < s->r->nlanes; li++) {
 		const struct lane *l = &s->r->lanes[li];
+		uint64_t left;
 
 		if (l->slot != slot || streams[l->sid].lenient || lane_pending(l) <= s->used[li])
 			continue;
+		left = lane_pending(l) - s->used[li];
 		k = n - 1;
-		if (k > lane_pending(l) - s->used[li])
-			k = lane_pending(l) - s->used[li];
+		if (k > left)
+			k = left;
 		if (k > sizeof(want))
 			k = sizeof(want);
 		for (got = 0; got < k; got += g) {
