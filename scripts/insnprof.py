@@ -20,11 +20,17 @@
       kernel (PARTS: syscalls, copy, sk_msg, memory, wake-ups, TCP/IP, ...),
       for each size: plain TCP, the Unix socket and the sockmap path of
       each kernel side by side.
+  insnprof.py lines INSNPROF.TXT BENCH.JSON VMLINUX MEASUREMENT FUNCTION...
+      within the named kernel functions, one measurement's instructions per
+      send by source line (addr2line; a block counts at the line it starts
+      at, an inlined function's line under its own name): where in a
+      function its count goes.
 """
 import bisect
 import glob
 import json
 import os
+import subprocess
 import sys
 
 SENDS = ("__x64_sys_sendto", "__x64_sys_sendmsg", "__x64_sys_write")
@@ -45,37 +51,43 @@ def symbols(path):
     return addrs, names, end
 
 
-def windows(args):
-    txt, sysmap, bench = args
-    addrs, names, etext = symbols(sysmap)
-    entry = {a: n for a, n in zip(addrs, names)}
+def raw_windows(txt, bench):
+    """bench/insnprof.c's windows of the measurements bench.json marked,
+    by name: each block's address -> (instructions, executions)."""
     marks = json.load(open(bench)).get("profile_windows", [])
     found = []
-    cur = None
     for line in open(txt):
         if line.startswith("window"):
-            cur = {"insns": {}, "calls": {}}
-            found.append(cur)
+            found.append({})
             continue
         addr, insns, execs = line.split()
-        addr, insns = int(addr, 16), int(insns)
-        if addr < 1 << 63:
-            name = "(user space)"
-        elif addr < addrs[0] or addr >= etext:
-            name = "(outside the kernel image: BPF programs, modules)"
-        else:
-            name = names[bisect.bisect_right(addrs, addr) - 1]
-        cur["insns"][name] = cur["insns"].get(name, 0) + insns
-        if entry.get(addr) in SENDS:
-            cur["calls"][entry[addr]] = int(execs)
+        i, e = found[-1].get(int(addr, 16), (0, 0))
+        found[-1][int(addr, 16)] = (i + int(insns), e + int(execs))
     # Whatever called getppid() before the first measurement (the guest's
     # start-up does, twice) only adds windows ahead of them.
     skip = len(found) - 2 * len(marks)
     if skip < 0 or skip % 2:
         sys.exit(f"insnprof: {len(found)} windows for {len(marks)} marked measurements")
+    return {m: found[skip + 2 * i + 1] for i, m in enumerate(marks)}
+
+
+def windows(args):
+    txt, sysmap, bench = args
+    addrs, names, etext = symbols(sysmap)
+    entry = {a: n for a, n in zip(addrs, names)}
     out = {}
-    for i, m in enumerate(marks):
-        w = found[skip + 2 * i + 1]
+    for m, blocks in raw_windows(txt, bench).items():
+        w = out[m] = {"insns": {}, "calls": {}}
+        for addr, (insns, execs) in blocks.items():
+            if addr < 1 << 63:
+                name = "(user space)"
+            elif addr < addrs[0] or addr >= etext:
+                name = "(outside the kernel image: BPF programs, modules)"
+            else:
+                name = names[bisect.bisect_right(addrs, addr) - 1]
+            w["insns"][name] = w["insns"].get(name, 0) + insns
+            if entry.get(addr) in SENDS:
+                w["calls"][entry[addr]] = execs
         # What ran less than once in 10^5 instructions is noise here.
         w["total"] = sum(w["insns"].values())
         w["insns"] = {k: n for k, n in w["insns"].items() if n >= w["total"] / 1e5}
@@ -234,8 +246,41 @@ def budget(args):
             print()
 
 
+def lines(args):
+    txt, bench, vmlinux, measurement, *funcs = args
+    addrs, names, _ = symbols(os.path.join(os.path.dirname(vmlinux), "System.map"))
+    entry = {a: n for a, n in zip(addrs, names)}
+    blocks = raw_windows(txt, bench).get(measurement)
+    if blocks is None or not funcs:
+        sys.exit(f"insnprof: no measurement {measurement} or no function named")
+    sends = sum(e for a, (_, e) in blocks.items() if entry.get(a) in SENDS)
+    mine = sorted(a for a in blocks if a >= 1 << 63 and a >= addrs[0] and
+                  names[bisect.bisect_right(addrs, a) - 1] in funcs)
+    # addr2line -i prints each address's inline chain, innermost first,
+    # after the address itself (-a), as "function" and "file:line" pairs.
+    out = subprocess.run(["addr2line", "-a", "-f", "-i", "-e", vmlinux] +
+                         [hex(a) for a in mine], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    where, i = {}, 0
+    for a in mine:
+        assert int(out[i], 16) == a
+        where[a] = f"{out[i + 1]} ({out[i + 2].split(' ')[0].split('/linux/')[-1]})"
+        i += 3
+        while i < len(out) and out[i] and not out[i].startswith("0x"):
+            i += 2
+    by = {}
+    for a in mine:
+        by[where[a]] = by.get(where[a], 0) + blocks[a][0] / sends
+    print(f"{measurement}: {', '.join(funcs)}, {sum(by.values()):,.1f} instructions a send\n")
+    print("| line (innermost function) | per send |")
+    print("|---|---|")
+    for k, n in sorted(by.items(), key=lambda kv: -kv[1]):
+        if n >= 0.5:
+            print(f"| {k} | {n:,.1f} |")
+
+
 if __name__ == "__main__":
-    cmds = {"windows": windows, "report": report, "budget": budget}
+    cmds = {"windows": windows, "report": report, "budget": budget, "lines": lines}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
