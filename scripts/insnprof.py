@@ -38,6 +38,9 @@ ROWS = 25
 
 
 def symbols(path):
+    """System.map's text symbols: a function that names what an address
+    ran (user space, and code outside the kernel image, as one name each),
+    and the functions by their entry address."""
     addrs, names = [], []
     for line in open(path):
         parts = line.split()
@@ -48,7 +51,14 @@ def symbols(path):
     addrs = [addrs[i] for i in order]
     names = [names[i] for i in order]
     end = max(int(l.split()[0], 16) for l in open(path) if l.split()[2:] == ["_etext"])
-    return addrs, names, end
+
+    def name_of(addr):
+        if addr < 1 << 63:
+            return "(user space)"
+        if addr < addrs[0] or addr >= end:
+            return "(outside the kernel image: BPF programs, modules)"
+        return names[bisect.bisect_right(addrs, addr) - 1]
+    return name_of, dict(zip(addrs, names))
 
 
 def raw_windows(txt, bench):
@@ -73,18 +83,12 @@ def raw_windows(txt, bench):
 
 def windows(args):
     txt, sysmap, bench = args
-    addrs, names, etext = symbols(sysmap)
-    entry = {a: n for a, n in zip(addrs, names)}
+    name_of, entry = symbols(sysmap)
     out = {}
     for m, blocks in raw_windows(txt, bench).items():
         w = out[m] = {"insns": {}, "calls": {}}
         for addr, (insns, execs) in blocks.items():
-            if addr < 1 << 63:
-                name = "(user space)"
-            elif addr < addrs[0] or addr >= etext:
-                name = "(outside the kernel image: BPF programs, modules)"
-            else:
-                name = names[bisect.bisect_right(addrs, addr) - 1]
+            name = name_of(addr)
             w["insns"][name] = w["insns"].get(name, 0) + insns
             if entry.get(addr) in SENDS:
                 w["calls"][entry[addr]] = execs
@@ -248,14 +252,12 @@ def budget(args):
 
 def lines(args):
     txt, bench, vmlinux, measurement, *funcs = args
-    addrs, names, _ = symbols(os.path.join(os.path.dirname(vmlinux), "System.map"))
-    entry = {a: n for a, n in zip(addrs, names)}
+    name_of, entry = symbols(os.path.join(os.path.dirname(vmlinux), "System.map"))
     blocks = raw_windows(txt, bench).get(measurement)
     if blocks is None or not funcs:
         sys.exit(f"insnprof: no measurement {measurement} or no function named")
     sends = sum(e for a, (_, e) in blocks.items() if entry.get(a) in SENDS)
-    mine = sorted(a for a in blocks if a >= 1 << 63 and a >= addrs[0] and
-                  names[bisect.bisect_right(addrs, a) - 1] in funcs)
+    mine = sorted(a for a in blocks if name_of(a) in funcs)
     # addr2line -i prints each address's inline chain, innermost first,
     # after the address itself (-a), as "function" and "file:line" pairs.
     out = subprocess.run(["addr2line", "-a", "-f", "-i", "-e", vmlinux] +
