@@ -300,8 +300,8 @@ static int cand_cmp(const void *a, const void *b)
  */
 static size_t strict_tail(const struct search *s, const uint8_t *buf, size_t n, int slot)
 {
-	static uint8_t want[65536];
-	size_t best = 0, k, got, g;
+	uint8_t head[SKIP_NEEDLE];
+	size_t best = 0, k, h, p;
 	int li;
 
 	for (li = 0; li < s->r->nlanes; li++) {
@@ -311,22 +311,20 @@ static size_t strict_tail(const struct search *s, const uint8_t *buf, size_t n, 
 		if (l->slot != slot || streams[l->sid].lenient || lane_pending(l) <= s->used[li])
 			continue;
 		left = lane_pending(l) - s->used[li];
-		k = n - 1;
-		if (k > left)
-			k = left;
-		if (k > sizeof(want))
-			k = sizeof(want);
-		for (got = 0; got < k; got += g) {
-			g = lane_expect(l, s->used[li] + got, want + got,
-					k - got < GEN_BLOCK ? k - got : GEN_BLOCK);
-			if (!g)
-				break;
-		}
-		for (k = got; k > best; k--)
-			if (!memcmp(buf + n - k, want, k)) {
+		h = lane_expect(l, s->used[li], head, sizeof(head));
+		/* Where, from the start on, the rest of buf is the lane's next
+		 * bytes; a cheap look at the first few of them before each
+		 * full comparison.
+		 */
+		for (p = 1; p < n && n - p > best; p++) {
+			k = n - p;
+			if (k > left || memcmp(buf + p, head, k < h ? k : h))
+				continue;
+			if (match_len(l, s->used[li], buf + p, k) == k) {
 				best = k;
 				break;
 			}
+		}
 	}
 	return best;
 }
