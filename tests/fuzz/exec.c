@@ -345,7 +345,7 @@ static void op_vinsert(struct fsock *s, char *res, size_t len)
 	if (!alive)
 		psock_new(s);
 	s->in_vsocks = true;
-	s->verdict_prog = s->had_verdict = true;
+	s->verdict_prog = s->had_verdict = s->verdict_since_look = true;
 	snprintf(res, len, "ok");
 }
 

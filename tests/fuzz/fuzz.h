@@ -71,6 +71,7 @@ struct fsock {
 	uint64_t sent;		/* next offset of that stream */
 	/* maps and programs */
 	bool in_socks, in_vsocks, msg_prog, verdict_prog;
+	bool verdict_since_look;	/* had verdict_prog since it last looked */
 	bool had_verdict;	/* its ingress queue may hold a FIN message */
 	bool fin_read;		/* read an EOF with a verdict program */
 	struct fz_plan plan;	/* as in the plans map */

@@ -292,6 +292,7 @@ static void looked(struct fsock *r, int sig0)
 {
 	model_looked(r);
 	r->sig_looked = sigs(r);
+	r->verdict_since_look = r->verdict_prog;
 	if (r->async && sig0 != r->sig_looked)
 		r->told = true;
 }
@@ -299,11 +300,12 @@ static void looked(struct fsock *r, int sig0)
 /* Has a verdict receiver been told of something since it last looked?
  * Its psock tells it of every skb the verdict queues (its TCP bytes, its
  * peer's FIN), at times from the psock's work after the operation that
- * sent them: a signal the model did not ask for says it was.
+ * sent them: a signal the model did not ask for says it was, also when
+ * the receiver has left the verdict map since.
  */
 bool told_by_signal(struct fsock *r)
 {
-	return r->async && r->verdict_prog && sigs(r) != r->sig_looked;
+	return r->async && r->verdict_since_look && sigs(r) != r->sig_looked;
 }
 
 /* A read that does not wait (MSG_DONTWAIT, MSG_PEEK) returned EAGAIN: a
