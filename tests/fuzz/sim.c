@@ -311,6 +311,12 @@ static void commit(struct fsock *s, const struct sim *m, uint64_t upto)
 	}
 }
 
+static void may_tell(struct fsock *r)
+{
+	if (r && r->fd >= 0)
+		r->told = true;
+}
+
 static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t got,
 		       bool corked)
 {
@@ -323,6 +329,13 @@ static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t g
 		 s->plan.target, s->plan.apply, s->plan.cork, psock_alive(s) ? "psock" : "no psock",
 		 s->shut_wr ? ", shut" : "", s->sid);
 	note_unsure(what);
+	/* The write's bytes may have told their receivers of data, which
+	 * the series then need not signal again until they look: the
+	 * redirect targets, the one in force and the plan's, and the peer.
+	 */
+	may_tell(sock_by_uid(s->redir_uid));
+	may_tell(&socks[s->plan.target]);
+	may_tell(peer_of(s));
 	if (corked || s->plan.cork || s->cork_rem || s->cork_len)
 		s->cork_unsure = true;
 	stream_set_lenient(s->sid);
