@@ -333,8 +333,10 @@ static void lose_track(struct fsock *s, const char *why, int64_t want, int64_t g
 	 * the series then need not signal again until they look: the
 	 * redirect targets, the one in force and the plan's, and the peer.
 	 */
-	may_tell(sock_by_uid(s->redir_uid));
-	may_tell(&socks[s->plan.target]);
+	if (s->eval == EV_REDIR)
+		may_tell(sock_by_uid(s->redir_uid));
+	if (s->plan.action == FZ_REDIR)
+		may_tell(&socks[s->plan.target]);
 	may_tell(peer_of(s));
 	if (corked || s->plan.cork || s->cork_rem || s->cork_len)
 		s->cork_unsure = true;
