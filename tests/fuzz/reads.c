@@ -541,12 +541,14 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 		r->told = true;
 }
 
-/* How many times a drain waits in vain before what is due counts as lost:
- * a few, or, for TCP bytes that are late for a known reason (tcp_mem
- * pressure dropped them, a shrunk SO_RCVBUF closed the window: hang()),
- * until the sender's retransmission or zero window probe, backed off up
- * to TCP_RTO_MAX (120 s), has come.
+/* How many waits in a row a drain spends in vain before what is due counts
+ * as lost: a few, or, for TCP bytes that are late for a known reason
+ * (tcp_mem pressure dropped them, a shrunk SO_RCVBUF closed the window:
+ * hang()), until the sender's retransmission or zero window probe, backed
+ * off up to TCP_RTO_MAX (120 s), has come. Bytes that keep coming, a probe's
+ * worth at a time, are late, not lost: the drain gives them DRAIN_MAX_MS.
  */
+#define DRAIN_MAX_MS	900000
 static int drain_stalls(const struct fsock *r, const struct expect *e)
 {
 	if (!e->ing && (e->tcp || e->held) && (w.pressure_used || r->rcvbuf_set))
@@ -559,10 +561,10 @@ static void drain_one(struct fsock *r)
 {
 	char res[64] = "";
 	bool eof = false;
-	int stalls = 0;
+	double took, t0 = now_ms();
 	int iter, err, timeout;
+	int stalls = 0;
 	struct expect e;
-	double took;
 	ssize_t n;
 
 	for (iter = 0; iter < 100000 && !failed(); iter++) {
@@ -574,6 +576,7 @@ static void drain_one(struct fsock *r)
 		if (n > 0) {
 			if (!model_read(r, w.buf, n, false))
 				return;
+			stalls = 0;
 		} else if (n == 0) {
 			model_eof(r, false);
 			eof = true;
@@ -588,7 +591,8 @@ static void drain_one(struct fsock *r)
 			hang(r, &e, "drain", took, timeout);
 			if (!failed() && !e.tcp && !e.held && !e.ing)
 				fail("hang-eof", "slot %d: drain: no EOF in %d ms", r->slot, timeout);
-			if (failed() || ++stalls > drain_stalls(r, &e))
+			if (failed() || ++stalls > drain_stalls(r, &e) ||
+			    now_ms() - t0 > DRAIN_MAX_MS)
 				break;
 		} else {
 			fail("read", "slot %d: drain: %s", r->slot, errno_name(err));
