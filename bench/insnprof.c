@@ -11,10 +11,12 @@
  *
  * Output: "window N" and then one line a block address, "ADDR INSNS
  * EXECS" (instructions, and how often a block starting there ran), for
- * every address that ran in the window. Counting is inline in the
- * translated code and not atomic: for -accel tcg,thread=single (-icount),
- * where one host thread runs every vCPU. scripts/insnprof.py maps the
- * addresses to the kernel's symbols.
+ * every address that ran in the window. All of user space counts at
+ * address 1: its blocks are at new addresses in every process (hundreds of
+ * thousands a benchmark), and scripts/insnprof.py names it as one line.
+ * Counting is inline in the translated code and not atomic: for -accel
+ * tcg,thread=single (-icount), where one host thread runs every vCPU.
+ * scripts/insnprof.py maps the addresses to the kernel's symbols.
  *
  * QEMU ships the plugin API as a header only in its sources; the few
  * declarations used here are those of its plugin API version 1 (QEMU 7.2).
@@ -47,6 +49,7 @@ size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
 #define SLOTS	(1u << 20)	/* distinct block addresses; a power of two */
+#define USER	1		/* the address all of user space counts at */
 
 static struct slot {
 	uint64_t addr;
@@ -54,7 +57,7 @@ static struct slot {
 	uint64_t execs;
 } slots[SLOTS];
 static uint64_t mark;
-static unsigned int window;
+static unsigned int window, used;
 static FILE *out;
 
 static struct slot *slot_of(uint64_t addr)
@@ -65,6 +68,11 @@ static struct slot *slot_of(uint64_t addr)
 		if (slots[h].addr == addr)
 			return &slots[h];
 		if (!slots[h].addr) {
+			if (++used > SLOTS / 2) {
+				fprintf(stderr, "insnprof: more than %u block addresses\n",
+					SLOTS / 2);
+				abort();
+			}
 			slots[h].addr = addr;
 			return &slots[h];
 		}
@@ -95,7 +103,7 @@ static void on_mark(unsigned int vcpu, void *udata)
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	uint64_t addr = qemu_plugin_tb_vaddr(tb);
-	struct slot *slot = slot_of(addr);
+	struct slot *slot = slot_of(addr >> 63 ? addr : USER);
 
 	(void)id;
 	if (addr == mark)
