@@ -273,7 +273,7 @@ struct cand {
 	int lane;
 	uint64_t skip, m;
 	int rank;		/* 0 strict at its head, 1 lossy skipping, 2 lenient, 3 a whole run */
-	bool tcp;		/* a TCP lane */
+	uint64_t order;		/* at a tie, the lower first (lane_order()) */
 	bool lossy;		/* its pending bytes may never come */
 };
 
@@ -287,12 +287,29 @@ static int cand_cmp(const void *a, const void *b)
 		return x->m < y->m ? 1 : -1;
 	/* Bytes match by their low five bits only: a short read can fit
 	 * both of a sender's lanes. A lossy lane's bytes may be gone (a
-	 * teardown took them), the other's will come; else tcp_bpf reads
-	 * ingress_msg first.
+	 * teardown took them), the other's will come; else lane_order().
 	 */
 	if (x->lossy != y->lossy)
 		return x->lossy - y->lossy;
-	return x->tcp - y->tcp;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Which of two lanes that fit a read equally a reader likely reads from
+ * first: without a verdict program tcp_bpf reads ingress_msg before the
+ * receive queue (ingress first); with one, TCP bytes join ingress_msg too,
+ * as the verdict takes them, mostly in the order they were sent (the
+ * operation that sent the lane's next byte, earlier first).
+ */
+static uint64_t lane_order(const struct fsock *r, const struct lane *l, uint64_t k)
+{
+	int i;
+
+	if (!r->verdict_prog)
+		return l->path == P_TCP;
+	k += l->done;
+	for (i = l->head; i < l->n && k >= l->r[i].len; i++)
+		k -= l->r[i].len;
+	return i < l->n ? l->r[i].seq : UINT64_MAX;
 }
 
 /* The longest tail of buf[0, n) that can be the next bytes of a lane of
@@ -340,13 +357,13 @@ static int lenient_cands(const struct search *s, size_t i, uint64_t m, int lane,
 	int nc = 0;
 
 	if (tail)
-		c[nc++] = (struct cand){ lane, 0, m - tail, 2, false, false };
-	c[nc++] = (struct cand){ lane, 0, m, 3, false, false };
+		c[nc++] = (struct cand){ lane, 0, m - tail, 2, 0, false };
+	c[nc++] = (struct cand){ lane, 0, m, 3, 0, false };
 	return nc;
 }
 
 /* Lanes whose next bytes buf[i..] can be: at their head, longest first
- * (at equal length, one not lossy first, then ingress before TCP); then
+ * (at equal length, one not lossy first, then by lane_order()); then
  * lossy lanes after a gap (at least SKIP_NEEDLE bytes must match there,
  * so that a chance match of a few bytes is not taken for one); then
  * lenient streams.
@@ -376,7 +393,8 @@ static int candidates(struct search *s, size_t i, struct cand *c)
 		if (lenient)
 			nc += lenient_cands(s, i, m, li, c + nc);
 		else
-			c[nc++] = (struct cand){ li, skip, m, skip ? 1 : 0, l->path == P_TCP, l->lossy };
+			c[nc++] = (struct cand){ li, skip, m, skip ? 1 : 0,
+						 lane_order(s->r, l, s->used[li] + skip), l->lossy };
 	}
 	if (!nc && (lenient_slots & (1u << slot))) {
 		/* A lenient stream may have sent these, wherever. */
