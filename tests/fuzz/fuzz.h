@@ -92,6 +92,7 @@ struct fsock {
 	uint64_t fin_seq;
 	int et_strict, et_relaxed;	/* arrivals an ET waiter must hear of */
 	int sig_strict, sig_relaxed;	/* the same for SIGIO */
+	bool sig_unsure;	/* bytes may wait on its backlog (rcvbuf_full()) */
 	struct lane lanes[MAX_LANES];
 	int nlanes;
 };

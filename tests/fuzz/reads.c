@@ -117,11 +117,14 @@ void sigio_check(char *res, size_t len)
 		if (trace_verbose > 1 && r->async && (r->sig_strict || sigs(r) != r->sig_base))
 			trace("  model: slot %d: %d arrival(s), %d after a look; %d signal(s)\n",
 			      r->slot, r->sig_strict, r->sig_relaxed, sigs(r) - r->sig_base);
-		/* Bytes of a stream the model lost track of may have come
-		 * with the signals it did not ask for: the reader was told
-		 * of them, and the series may hold back the next arrival's.
+		/* Bytes of a stream the model lost track of, or bytes it
+		 * took to wait on the backlog (delivered later, by a read,
+		 * the delayed flush or the next arrival), may have come with
+		 * the signals it did not ask for: the reader was told of
+		 * them, and the series may hold back the next arrival's.
 		 */
-		if (lost_track_op && r->async && !r->sig_strict && sigs(r) != r->sig_base)
+		if ((lost_track_op || r->sig_unsure) && r->async && !r->sig_strict &&
+		    sigs(r) != r->sig_base)
 			r->told = true;
 		if (r->async && r->sig_strict && sigs(r) == r->sig_base) {
 			if (r->sig_relaxed)
@@ -240,6 +243,31 @@ static void tcp_state(const struct fsock *s)
 	       ti.tcpi_snd_cwnd, ti.tcpi_pmtu);
 }
 
+/* TCP's counters that are not zero (/proc/net/netstat, TcpExt): its drops
+ * and their reasons, for a failure's report.
+ */
+static void tcp_counters(void)
+{
+	static char names[8192], values[8192];
+	char *n, *v, *sn, *sv;
+	FILE *f = fopen("/proc/net/netstat", "r");
+
+	if (!f)
+		return;
+	while (fgets(names, sizeof(names), f) && fgets(values, sizeof(values), f)) {
+		if (strncmp(names, "TcpExt:", 7))
+			continue;
+		printf("# TcpExt:");
+		n = strtok_r(names + 7, " \n", &sn);
+		v = strtok_r(values + 7, " \n", &sv);
+		for (; n && v; n = strtok_r(NULL, " \n", &sn), v = strtok_r(NULL, " \n", &sv))
+			if (strcmp(v, "0"))
+				printf(" %s=%s", n, v);
+		printf("\n");
+	}
+	fclose(f);
+}
+
 static void hang(struct fsock *r, const struct expect *e, const char *what, double took,
 		 int timeout)
 {
@@ -279,6 +307,7 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 			printf("# (no ss)\n");
 		tcp_state(r);
 		tcp_state(&socks[r->slot ^ 1]);
+		tcp_counters();
 	}
 }
 
@@ -539,6 +568,8 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 		r->tcp_async_since_look = true;
 	if (!r->async && e.ing)
 		r->told = true;
+	if (!e.ing)
+		r->sig_unsure = false;
 }
 
 /* How many waits in a row a drain spends in vain before what is due counts

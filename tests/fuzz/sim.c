@@ -278,10 +278,15 @@ static void deliver(struct fsock *s, const struct seg *g, uint64_t len)
 	 * arrival for a reader that looked since it was last told). As
 	 * TCP sends nothing into a closed window, an arrival for a reader
 	 * that holds its SO_RCVBUF of redirected bytes unread waits on the
-	 * backlog, and nothing moves to wake it for.
+	 * backlog, and nothing moves to wake it for. What waits there is
+	 * delivered later with a wake-up, when the reader has room (it
+	 * reads, raises SO_RCVBUF): sigio_check() takes a signal that
+	 * comes meanwhile as telling the reader.
 	 */
-	if (rcvbuf_full(r, len))
+	if (rcvbuf_full(r, len)) {
+		r->sig_unsure = true;
 		return;
+	}
 	if (told_by_signal(r))
 		r->told = true;
 	r->et_strict++;
