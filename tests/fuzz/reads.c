@@ -268,6 +268,17 @@ static void tcp_counters(void)
 	fclose(f);
 }
 
+/* What is late, for a note. */
+static const char *late_what(const struct expect *e)
+{
+	static char buf[48];
+
+	if (!e->tcp)
+		return "the peer's FIN";
+	snprintf(buf, sizeof(buf), "%llu TCP bytes", (unsigned long long)e->tcp);
+	return buf;
+}
+
 static void hang(struct fsock *r, const struct expect *e, const char *what, double took,
 		 int timeout)
 {
@@ -278,19 +289,20 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 	else if (took < timeout * 0.8)
 		fail("early-eagain", "slot %d: %s returned EAGAIN after %.0f of %d ms", r->slot, what,
 		     took, timeout);
-	else if (!e->ing && e->tcp && w.pressure_used)
-		/* Under tcp_mem pressure TCP drops what it cannot charge:
-		 * retransmissions, backed off.
+	else if (!e->ing && (e->tcp || e->eof_due) && w.pressure_used)
+		/* Under tcp_mem pressure TCP drops what it cannot charge and
+		 * closes its window: retransmissions and zero window probes,
+		 * backed off, the peer's FIN behind them.
 		 */
-		note_known("tcp-pressure", "slot %d: %s: %llu TCP bytes late after memory pressure",
-			   r->slot, what, (unsigned long long)e->tcp);
-	else if (!e->ing && e->tcp && r->rcvbuf_set)
+		note_known("tcp-pressure", "slot %d: %s: %s late after memory pressure", r->slot,
+			   what, late_what(e));
+	else if (!e->ing && (e->tcp || e->eof_due) && r->rcvbuf_set)
 		/* A receive buffer made smaller than the window TCP had
 		 * offered: the sender waits for its zero window probes,
 		 * backed off.
 		 */
-		note_known("tcp-rcvbuf", "slot %d: %s: %llu TCP bytes late after SO_RCVBUF",
-			   r->slot, what, (unsigned long long)e->tcp);
+		note_known("tcp-rcvbuf", "slot %d: %s: %s late after SO_RCVBUF", r->slot,
+			   what, late_what(e));
 	else if (e->ing)
 		fail("hang", "slot %d: %s: nothing in %d ms with %llu redirected bytes due", r->slot,
 		     what, timeout, (unsigned long long)e->ing);
@@ -573,18 +585,21 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 }
 
 /* How many waits in a row a drain spends in vain before what is due counts
- * as lost: a few, or, for TCP bytes that are late for a known reason
+ * as lost: a few, or, for TCP bytes or a FIN late for a known reason
  * (tcp_mem pressure dropped them, a shrunk SO_RCVBUF closed the window:
  * hang()), until the sender's retransmission or zero window probe, backed
  * off up to TCP_RTO_MAX (120 s), has come. Bytes that keep coming, a probe's
  * worth at a time, are late, not lost: the drain gives them DRAIN_MAX_MS.
  */
 #define DRAIN_MAX_MS	900000
+static bool tcp_late(const struct fsock *r, const struct expect *e)
+{
+	return !e->ing && (e->tcp || e->held || e->eof_due) && (w.pressure_used || r->rcvbuf_set);
+}
+
 static int drain_stalls(const struct fsock *r, const struct expect *e)
 {
-	if (!e->ing && (e->tcp || e->held) && (w.pressure_used || r->rcvbuf_set))
-		return 150000 / TCP_WAIT_MS;
-	return 3;
+	return tcp_late(r, e) ? 150000 / TCP_WAIT_MS : 3;
 }
 
 /* Read one socket to its end: everything due, then EOF. */
@@ -620,7 +635,7 @@ static void drain_one(struct fsock *r)
 			break;
 		} else if (err == EAGAIN) {
 			hang(r, &e, "drain", took, timeout);
-			if (!failed() && !e.tcp && !e.held && !e.ing)
+			if (!failed() && !e.tcp && !e.held && !e.ing && !tcp_late(r, &e))
 				fail("hang-eof", "slot %d: drain: no EOF in %d ms", r->slot, timeout);
 			if (failed() || ++stalls > drain_stalls(r, &e) ||
 			    now_ms() - t0 > DRAIN_MAX_MS)
