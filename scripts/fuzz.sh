@@ -9,8 +9,8 @@
 # seed is reduced in the same guest (up to 300 s) to a short operation
 # list (RESULTS/seed-S.ops). Two kernels (differential mode: the first
 # the reference, normally vanilla): the first runs as above without
-# reducing, the second
-# the very seeds the first ran, and scripts/fuzz-diff.py compares their
+# reducing, the second the very seeds the first ran, and
+# scripts/fuzz-diff.py compares their
 # traces seed by seed (tests/fuzz/known-faults.txt lists the reference's
 # known faults). Results go to build/results/fuzz-<time>/ (one
 # subdirectory a kernel: k1, k2; traces in traces/). Prints the tester's
