@@ -268,6 +268,17 @@ static void tcp_counters(void)
 	fclose(f);
 }
 
+/* Is what a reader waits for over TCP late for a known reason? Under
+ * tcp_mem pressure TCP drops what it cannot charge and closes its window;
+ * a receive buffer made smaller than the window TCP had offered closes it
+ * too: the sender's retransmissions and zero window probes, backed off,
+ * bring the bytes, the peer's FIN behind them.
+ */
+static bool tcp_late(const struct fsock *r, const struct expect *e)
+{
+	return !e->ing && (e->tcp || e->held || e->eof_due) && (w.pressure_used || r->rcvbuf_set);
+}
+
 /* What is late, for a note. */
 static const char *late_what(const struct expect *e)
 {
@@ -289,20 +300,10 @@ static void hang(struct fsock *r, const struct expect *e, const char *what, doub
 	else if (took < timeout * 0.8)
 		fail("early-eagain", "slot %d: %s returned EAGAIN after %.0f of %d ms", r->slot, what,
 		     took, timeout);
-	else if (!e->ing && (e->tcp || e->eof_due) && w.pressure_used)
-		/* Under tcp_mem pressure TCP drops what it cannot charge and
-		 * closes its window: retransmissions and zero window probes,
-		 * backed off, the peer's FIN behind them.
-		 */
-		note_known("tcp-pressure", "slot %d: %s: %s late after memory pressure", r->slot,
-			   what, late_what(e));
-	else if (!e->ing && (e->tcp || e->eof_due) && r->rcvbuf_set)
-		/* A receive buffer made smaller than the window TCP had
-		 * offered: the sender waits for its zero window probes,
-		 * backed off.
-		 */
-		note_known("tcp-rcvbuf", "slot %d: %s: %s late after SO_RCVBUF", r->slot,
-			   what, late_what(e));
+	else if (tcp_late(r, e) && (e->tcp || e->eof_due))
+		note_known(w.pressure_used ? "tcp-pressure" : "tcp-rcvbuf", "slot %d: %s: %s late after %s",
+			   r->slot, what, late_what(e),
+			   w.pressure_used ? "memory pressure" : "SO_RCVBUF");
 	else if (e->ing)
 		fail("hang", "slot %d: %s: nothing in %d ms with %llu redirected bytes due", r->slot,
 		     what, timeout, (unsigned long long)e->ing);
@@ -586,17 +587,11 @@ void op_read(const struct op *o, struct fsock *r, char *res, size_t rlen)
 
 /* How many waits in a row a drain spends in vain before what is due counts
  * as lost: a few, or, for TCP bytes or a FIN late for a known reason
- * (tcp_mem pressure dropped them, a shrunk SO_RCVBUF closed the window:
- * hang()), until the sender's retransmission or zero window probe, backed
- * off up to TCP_RTO_MAX (120 s), has come. Bytes that keep coming, a probe's
+ * (tcp_late()), until the sender's retransmission or zero window probe,
+ * backed off up to TCP_RTO_MAX (120 s), has come. Bytes that keep coming, a probe's
  * worth at a time, are late, not lost: the drain gives them DRAIN_MAX_MS.
  */
 #define DRAIN_MAX_MS	900000
-static bool tcp_late(const struct fsock *r, const struct expect *e)
-{
-	return !e->ing && (e->tcp || e->held || e->eof_due) && (w.pressure_used || r->rcvbuf_set);
-}
-
 static int drain_stalls(const struct fsock *r, const struct expect *e)
 {
 	return tcp_late(r, e) ? 150000 / TCP_WAIT_MS : 3;
