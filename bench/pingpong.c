@@ -32,7 +32,7 @@
  * (means over both directions).
  *
  *   pingpong sink ADDR
- *   pingpong stream ADDR SIZE SECONDS
+ *   pingpong stream ADDR SIZE SECONDS [nodelay]
  *
  * A stream to a reader that keeps up. "sink" prints "listening", accepts one
  * connection and reads it to EOF with blocking 64 KiB read()s, as fast as
@@ -50,7 +50,8 @@
  * cpu_s: user and system time; bad_at: the offset of the first
  * wrong byte, or -1. The sink reads to EOF either way, and exits with 1 if a
  * byte was wrong. Bytes missing at the end show as fewer bytes read than
- * written.
+ * written. With "nodelay" the writer sets TCP_NODELAY: no Nagle batching,
+ * every write sent at once.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -477,7 +478,7 @@ static int sink(const char *addr)
 	return bad_at >= 0;
 }
 
-static int stream(const char *addr, long size, double seconds)
+static int stream(const char *addr, long size, double seconds, bool nodelay)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = parse_addr(addr, &ss);
@@ -489,6 +490,8 @@ static int stream(const char *addr, long size, double seconds)
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&ss, len))
 		die("connect");
+	if (nodelay)
+		set_nodelay(fd, ss.ss_family);
 	getrusage(RUSAGE_SELF, &r0);
 	start = now_ns();
 	deadline = start + (uint64_t)(seconds * 1e9);
@@ -533,7 +536,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && !strcmp(argv[1], "sink"))
 		return sink(argv[2]);
-	if (argc == 5 && !strcmp(argv[1], "stream")) {
+	if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "nodelay"))) &&
+	    !strcmp(argv[1], "stream")) {
 		long size = atol(argv[3]);
 		double seconds = atof(argv[4]);
 
@@ -541,12 +545,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "pingpong: want 1 <= SIZE <= %d, SECONDS > 0\n", MAX_SIZE);
 			return 2;
 		}
-		return stream(argv[2], size, seconds);
+		return stream(argv[2], size, seconds, argc == 6);
 	}
 	fprintf(stderr, "usage: pingpong server ADDR [FLOWS]\n"
 			"       pingpong client ADDR SIZE SECONDS [FLOWS]\n"
 			"       pingpong solo ADDR SIZE COUNT\n"
 			"       pingpong sink ADDR\n"
-			"       pingpong stream ADDR SIZE SECONDS\n");
+			"       pingpong stream ADDR SIZE SECONDS [nodelay]\n");
 	return 2;
 }

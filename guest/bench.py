@@ -15,8 +15,8 @@ redis-benchmark against redis-server (SET and GET, pipelined and not) and
 wrk against nginx serving a small page (requests/s, latency percentiles).
 
 Systems: "sockmap" runs in a cgroup with tools/sockredir attached (every
-message redirected to the peer's ingress), "tcp" ("nobpf") in one without
-BPF, "uds" over Unix sockets; sockets in the sockhash that redirect nothing:
+message redirected to the peer's ingress), "tcp" ("nobpf"; "tcp-nodelay"
+with TCP_NODELAY) in one without BPF, "uds" over Unix sockets; sockets in the sockhash that redirect nothing:
 "pass" (sk_msg program passes), "nomsg" (no program on their data), "skb"
 (an sk_skb stream verdict passes every skb).
 
@@ -26,6 +26,7 @@ the workload reports having moved. Any failed check, error or missing number
 ends the run with a non-zero status.
 """
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -172,10 +173,8 @@ def kill(p):
     """Kills and reaps p unless it was reaped already."""
     if p.returncode is None:
         p.kill()
-        try:
+        with contextlib.suppress(ChildProcessError):  # reaped already (by subprocess)
             os.wait4(p.pid, 0)
-        except ChildProcessError:  # reaped already (subprocess's own wait)
-            pass
         p.returncode = -9
 
 
@@ -262,7 +261,7 @@ def checked(system, workload, redirector, rec):
             problems.append("fewer bytes redirected than the workload moved")
         if proof["lo_tx_bytes"] > LO_SLACK(payload, rec.get("flows", 1)):
             problems.append("traffic on lo: not (all) redirected")
-    elif system in ("tcp", "nobpf"):
+    elif system in ("tcp", "tcp-nodelay", "nobpf"):
         if proof["lo_tx_bytes"] < payload:
             problems.append("less traffic on lo than payload: not plain TCP")
         if bpf0 and proof["bpf_redirected_bytes"] + proof["bpf_passed_bytes"]:
@@ -314,8 +313,7 @@ def iperf3(size, seconds, cg):
         err = doc.get("error", "no sum_received")
         raise (SendRefused if err.startswith("unable to write") else BenchError)(
             f"iperf3 -l {size} failed: {err}")
-    end = doc["end"]
-    got = end["sum_received"]
+    end, got = doc["end"], doc["end"]["sum_received"]
     mb = got["bytes"] / 1e6
     cpu = (cli_ru.ru_utime + cli_ru.ru_stime + srv_ru.ru_utime + srv_ru.ru_stime)
     return {
@@ -350,10 +348,10 @@ def busy(t0, t1, cpu):
     return (b1 - b0) / (a1 - a0)
 
 
-def stream(tools, size, seconds, cg, addr=None):
+def stream(tools, size, seconds, cg, addr=None, nodelay=False):
     """pingpong stream into pingpong sink: SIZE-byte blocking writes, read
     with blocking 64 KiB reads as fast as they come, every byte checked;
-    over TCP, or over a Unix-domain socket when ADDR is a path."""
+    over TCP (TCP_NODELAY if NODELAY), or a Unix socket if ADDR is a path."""
     addr = addr or f"{HOST}:{next_port()}"
     srv = spawn(pinned(RECEIVER_CPU, tools + "/pingpong", "sink", addr), cg,
                 stdout=subprocess.PIPE)
@@ -363,7 +361,8 @@ def stream(tools, size, seconds, cg, addr=None):
             raise BenchError("pingpong sink did not start")
         t0 = cpu_times()
         cli = spawn(pinned(SENDER_CPU, tools + "/pingpong", "stream", addr, str(size),
-                           str(seconds)), cg, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           str(seconds), *(["nodelay"] if nodelay else [])), cg,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             wout, werr = cli.communicate(timeout=seconds + 60)
             t1 = cpu_times()
@@ -430,7 +429,6 @@ def sockperf(size, seconds, cg):
         if not m:
             raise BenchError(f"sockperf output lacks /{pattern}/:\n{out}")
         return float(m.group(1))
-    received = int(num(r"\[Valid Duration\].*ReceivedMessages=(\d+)"))
     total = int(num(r"\[Total Run\].*ReceivedMessages=(\d+)"))
     return {
         "latency_us": num(r"avg-latency=([\d.]+)"),
@@ -439,7 +437,7 @@ def sockperf(size, seconds, cg):
         "p99_us": num(r"percentile 99\.000 =\s*([\d.]+)"),
         "max_us": num(r"<MAX> observation =\s*([\d.]+)"),
         "seconds": num(r"\[Valid Duration\] RunTime=([\d.]+)"),
-        "messages": received,
+        "messages": int(num(r"\[Valid Duration\].*ReceivedMessages=(\d+)")),
         # Both directions, warm-up included: what went through the sockets.
         "payload_bytes": 2 * size * total,
     }
@@ -600,7 +598,6 @@ def bench_sockmap(bench, seconds, cg):
 
 
 def guest_info():
-    hz = None
     with gzip.open("/proc/config.gz", "rt") as f:
         config = f.read()
     m = re.search(r"^CONFIG_HZ=(\d+)$", config, re.M)
@@ -747,20 +744,23 @@ def main():
             for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
                 measure("iperf3", system, size,
                         lambda: iperf3(size, plan["iperf_s"], cg), red)
+        # The stream without Nagle too (sockmap never holds a write for an
+        # ACK); the ping-pong with one tool on all three (sockperf has no UDS).
         for size in plan["stream_sizes"]:
-            for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
+            for system, cg, kw in (("sockmap", CG_SOCKMAP, {}), ("tcp", CG_PLAIN, {}),
+                                   ("uds", CG_PLAIN, {"addr": "/tmp/bench-uds-stream.sock"}),
+                                   ("tcp-nodelay", CG_PLAIN, {"nodelay": True})):
                 measure("stream", system, size,
-                        lambda: stream(args.tools, size, plan["stream_s"], cg), red)
-            measure("stream", "uds", size,
-                    lambda: stream(args.tools, size, plan["stream_s"], CG_PLAIN,
-                                   "/tmp/bench-uds-stream.sock"), red)
+                        lambda: stream(args.tools, size, plan["stream_s"], cg, **kw), red)
         for size in plan["latency_sizes"]:
             for system, cg in (("sockmap", CG_SOCKMAP), ("tcp", CG_PLAIN)):
                 measure("sockperf", system, size,
                         lambda: sockperf(size, plan["latency_s"], cg), red)
-            measure("pingpong", "uds", size,
-                    lambda: pingpong(args.tools, "/tmp/bench-uds.sock", size,
-                                     plan["latency_s"], CG_PLAIN), red)
+            for system, cg, addr in (("sockmap", CG_SOCKMAP, None), ("tcp", CG_PLAIN, None),
+                                     ("uds", CG_PLAIN, "/tmp/bench-uds.sock")):
+                measure("pingpong", system, size,
+                        lambda: pingpong(args.tools, addr or f"{HOST}:{next_port()}", size,
+                                         plan["latency_s"], cg), red)
         for size in plan["redis_sizes"]:
             for pipeline, requests in REDIS_REQUESTS.items():
                 n = int(requests * plan["redis_scale"])

@@ -225,7 +225,7 @@ def stream(r):
     writer = any(k[4] == "sender_wakeups_per_mb" for k in r.data)
     reads = any(k[4] == "reads_per_mb" for k in r.data)
     cpus = any(k[4] == "sender_cpu_busy" for k in r.data)
-    uds = t.has("stream", "uds")
+    uds, nodelay = t.has("stream", "uds"), t.has("stream", "tcp-nodelay")
     yield size_table(
         r, "Stream to a reader that keeps up: SIZE-byte blocking writes, blocking 64 KiB "
         "reads, every byte checked (bench/pingpong stream), Gbit/s, receiver "
@@ -244,9 +244,16 @@ def stream(r):
                         "sockmap", "per_tcp"),
             *t.per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
             *(t.per_kernel("{v} UDS", "stream", "uds", "gbit_s") if uds else ()),
+            *((*t.per_kernel("{v} TCP_NODELAY", "stream", "tcp-nodelay", "gbit_s"),
+               *t.per_kernel("{v} sockmap / TCP, same boot", "stream", "sockmap", "per_tcp"),
+               *t.per_kernel("{v} sockmap / TCP_NODELAY, same boot", "stream", "sockmap",
+                             "per_tcp_nodelay"))
+              if nodelay else ()),
             *t.per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb"),
             *t.per_pair("wake-ups ratio {b}/{a}", "stream", "sockmap", "wakeups_per_mb"),
             ("TCP wake-ups/MB (patched)", t.cell("stream", "tcp", "patched", "wakeups_per_mb")),
+            *((("TCP_NODELAY wake-ups/MB (patched)",
+                t.cell("stream", "tcp-nodelay", "patched", "wakeups_per_mb")),) if nodelay else ()),
             *(t.per_kernel("{v} writer sleeps/MB", "stream", "sockmap",
                            "sender_wakeups_per_mb") if writer else ()),
             *(t.per_kernel("{v} reads/MB", "stream", "sockmap", "reads_per_mb")
@@ -273,7 +280,21 @@ def latency(r):
             *t.per_kernel("{v} sockmap p99", "sockperf", "sockmap", "p99_us"),
             *t.per_kernel("{v} TCP", "sockperf", "tcp", "latency_us"),
             *t.per_kernel("{v} UDS (pingpong)", "pingpong", "uds", "latency_us"),
+            *pingpong_rows(r, t, ("{v} sockmap (pingpong) / UDS, same boot", "sockmap",
+                                  "per_uds")),
         ])
+
+
+def pingpong_rows(r, t, *rows):
+    """Rows of bench/pingpong's ping-pong through sockmap and plain TCP
+    (NAME, SYSTEM, METRIC each), in the runs that measured it."""
+    if not any(t.data.get(("pingpong", "sockmap", s, v, "latency_us"))
+               for s in r.ls for v in r.present):
+        return []
+    rows = (("{v} sockmap (pingpong)", "sockmap", "latency_us"),
+            ("{v} TCP (pingpong)", "tcp", "latency_us")) + rows
+    return [row for name, system, metric in rows
+            for row in t.per_kernel(name, "pingpong", system, metric)]
 
 
 def selftests_bench(r):
@@ -395,6 +416,7 @@ def icount_latency(r):
             *t.per_pair("change{vs}", "sockperf", "sockmap", "latency_us", fmt_change),
             *t.per_kernel("{v} TCP", "sockperf", "tcp", "latency_us"),
             *t.per_kernel("{v} UDS (pingpong)", "pingpong", "uds", "latency_us"),
+            *pingpong_rows(r, t),
         ])
 
 
@@ -426,6 +448,8 @@ def icount_stream(r):
             *t.per_kernel("{v} TCP", "stream", "tcp", "gbit_s"),
             *(t.per_kernel("{v} UDS", "stream", "uds", "gbit_s") if t.has("stream", "uds")
               else ()),
+            *(t.per_kernel("{v} TCP_NODELAY", "stream", "tcp-nodelay", "gbit_s")
+              if t.has("stream", "tcp-nodelay") else ()),
             *t.per_kernel("{v} wake-ups/MB", "stream", "sockmap", "wakeups_per_mb"),
             *t.per_kernel("{v} writer sleeps/MB", "stream", "sockmap", "sender_wakeups_per_mb"),
         ])

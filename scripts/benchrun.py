@@ -151,8 +151,8 @@ def load(d, sub="raw"):
                         doc["rep"]] = v
             if (r["workload"], r["system"]) == ("pingpong", "uds"):
                 uds[r["size"]] = r["latency_us"]
-            if r["workload"] in ("iperf3", "stream") and r["system"] == "tcp":
-                tcp[(r["workload"], r["size"])] = r["gbit_s"]
+            if r["workload"] in ("iperf3", "stream") and r["system"] in ("tcp", "tcp-nodelay"):
+                tcp[(r["workload"], r["system"], r["size"])] = r["gbit_s"]
             if r["workload"] in SERVER_RATES and r["system"] == "tcp":
                 servers[(r["workload"], r["size"])] = r
         # Each boot's sockmap latency over its Unix socket latency, measured
@@ -161,13 +161,16 @@ def load(d, sub="raw"):
         # Likewise each boot's sockmap throughput over its plain TCP
         # throughput, measured right after it.
         for r in doc["records"]:
-            if (r["workload"], r["system"]) == ("sockperf", "sockmap") and r["size"] in uds:
-                data[("sockperf", "sockmap", r["size"], doc["variant"], "per_uds")].append(
+            if (r["workload"] in ("sockperf", "pingpong") and r["system"] == "sockmap"
+                    and r["size"] in uds):
+                data[(r["workload"], "sockmap", r["size"], doc["variant"], "per_uds")].append(
                     r["latency_us"] / uds[r["size"]])
-            if (r["system"] == "sockmap" and "gbit_s" in r
-                    and tcp.get((r["workload"], r["size"]))):
-                data[(r["workload"], "sockmap", r["size"], doc["variant"], "per_tcp")].append(
-                    r["gbit_s"] / tcp[(r["workload"], r["size"])])
+            for plain in ("tcp", "tcp-nodelay"):
+                if (r["system"] == "sockmap" and "gbit_s" in r
+                        and tcp.get((r["workload"], plain, r["size"]))):
+                    data[(r["workload"], "sockmap", r["size"], doc["variant"],
+                          "per_" + plain.replace("-", "_"))].append(
+                        r["gbit_s"] / tcp[(r["workload"], plain, r["size"])])
             plain = servers.get((r["workload"], r["size"]))
             if plain and r["system"] == "sockmap":
                 for m in SERVER_RATES[r["workload"]]:

@@ -207,9 +207,12 @@ def per_send(w):
 # size) for plain TCP, the Unix socket and the sockmap path.
 BUDGETS = (
     ("A stream's write (bench/pingpong stream)",
-     (("plain TCP", "stream-tcp"), ("Unix socket", "stream-uds")), "stream-sockmap"),
+     (("plain TCP", "stream-tcp"), ("TCP_NODELAY", "stream-tcp-nodelay"),
+      ("Unix socket", "stream-uds")), "stream-sockmap"),
     ("Ping-pong, half a round trip (sockperf --tcp; the Unix socket: bench/pingpong)",
      (("plain TCP", "sockperf-tcp"), ("Unix socket", "pingpong-uds")), "sockperf-sockmap"),
+    ("Ping-pong, half a round trip, one tool (bench/pingpong)",
+     (("plain TCP", "pingpong-tcp"), ("Unix socket", "pingpong-uds")), "pingpong-sockmap"),
 )
 
 
