@@ -15,10 +15,10 @@ redis-benchmark against redis-server (SET and GET, pipelined and not) and
 wrk against nginx serving a small page (requests/s, latency percentiles).
 
 Systems: "sockmap" runs in a cgroup with tools/sockredir attached (every
-message redirected to the peer's ingress), "tcp" ("nobpf"; "tcp-nodelay"
-with TCP_NODELAY) in one without BPF, "uds" over Unix sockets; sockets in the sockhash that redirect nothing:
-"pass" (sk_msg program passes), "nomsg" (no program on their data), "skb"
-(an sk_skb stream verdict passes every skb).
+message redirected to the peer's ingress), "tcp" ("nobpf"; "tcp-nodelay":
+TCP_NODELAY) in one without BPF, "uds" over Unix sockets; in the sockhash,
+redirecting nothing: "pass" (sk_msg program passes), "nomsg" (no program on
+their data), "skb" (an sk_skb stream verdict passes every skb).
 
 Each measurement proves its path: loopback counters and the BPF counters of
 redirected and passed bytes are read around it and checked against the bytes
