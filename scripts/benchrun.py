@@ -159,18 +159,19 @@ def load(d, sub="raw"):
         # right after it: the series does not touch Unix sockets, so this
         # takes out how fast the host ran the guest at the time.
         # Likewise each boot's sockmap throughput over its plain TCP
-        # throughput, measured right after it.
+        # throughput (per_tcp; per_tcp_nodelay with TCP_NODELAY), measured
+        # right after it.
         for r in doc["records"]:
             if (r["workload"] in ("sockperf", "pingpong") and r["system"] == "sockmap"
                     and r["size"] in uds):
                 data[(r["workload"], "sockmap", r["size"], doc["variant"], "per_uds")].append(
                     r["latency_us"] / uds[r["size"]])
-            for plain in ("tcp", "tcp-nodelay"):
+            for ctl in ("tcp", "tcp-nodelay"):
                 if (r["system"] == "sockmap" and "gbit_s" in r
-                        and tcp.get((r["workload"], plain, r["size"]))):
+                        and tcp.get((r["workload"], ctl, r["size"]))):
                     data[(r["workload"], "sockmap", r["size"], doc["variant"],
-                          "per_" + plain.replace("-", "_"))].append(
-                        r["gbit_s"] / tcp[(r["workload"], plain, r["size"])])
+                          "per_" + ctl.replace("-", "_"))].append(
+                        r["gbit_s"] / tcp[(r["workload"], ctl, r["size"])])
             plain = servers.get((r["workload"], r["size"]))
             if plain and r["system"] == "sockmap":
                 for m in SERVER_RATES[r["workload"]]:
