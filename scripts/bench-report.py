@@ -280,16 +280,15 @@ def latency(r):
             *t.per_kernel("{v} sockmap p99", "sockperf", "sockmap", "p99_us"),
             *t.per_kernel("{v} TCP", "sockperf", "tcp", "latency_us"),
             *t.per_kernel("{v} UDS (pingpong)", "pingpong", "uds", "latency_us"),
-            *pingpong_rows(r, t, ("{v} sockmap (pingpong) / UDS, same boot", "sockmap",
+            *pingpong_rows(t, ("{v} sockmap (pingpong) / UDS, same boot", "sockmap",
                                   "per_uds")),
         ])
 
 
-def pingpong_rows(r, t, *rows):
+def pingpong_rows(t, *rows):
     """Rows of bench/pingpong's ping-pong through sockmap and plain TCP
     (NAME, SYSTEM, METRIC each), in the runs that measured it."""
-    if not any(t.data.get(("pingpong", "sockmap", s, v, "latency_us"))
-               for s in r.ls for v in r.present):
+    if not t.has("pingpong", "sockmap", "latency_us"):
         return []
     rows = (("{v} sockmap (pingpong)", "sockmap", "latency_us"),
             ("{v} TCP (pingpong)", "tcp", "latency_us")) + rows
@@ -416,7 +415,7 @@ def icount_latency(r):
             *t.per_pair("change{vs}", "sockperf", "sockmap", "latency_us", fmt_change),
             *t.per_kernel("{v} TCP", "sockperf", "tcp", "latency_us"),
             *t.per_kernel("{v} UDS (pingpong)", "pingpong", "uds", "latency_us"),
-            *pingpong_rows(r, t),
+            *pingpong_rows(t),
         ])
 
 

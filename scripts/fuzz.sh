@@ -11,8 +11,9 @@
 # the reference, normally vanilla): the first runs as above without
 # reducing, the second the very seeds the first ran, and
 # scripts/fuzz-diff.py compares their traces seed by seed
-# (tests/fuzz/known-faults.txt lists the reference's known faults). Results go to build/results/fuzz-<time>/ (one
-# subdirectory a kernel: k1, k2; traces in traces/). Prints the tester's
+# (tests/fuzz/known-faults.txt lists the reference's known faults).
+# Results go to build/results/fuzz-<time>/ (one subdirectory a kernel:
+# k1, k2; traces in traces/). Prints the tester's
 # 'fuzz: sequences: OK|FAIL' line and an 'N passed, N failed, N skipped'
 # summary for each kernel, the guest kernel log counting as one more
 # check (no splat, no kmemleak report). Exits non-zero if the (last)
